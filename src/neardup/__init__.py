@@ -1,0 +1,86 @@
+"""neardup — find near duplicates without comparing everything, and prove them exactly.
+
+The public API is what ``__all__`` lists; everything in an underscored module is
+private.  See the README for a tour and each stage module for its guarantees.
+"""
+
+from __future__ import annotations
+
+from ._errors import (
+    CorruptFile,
+    DocumentTooLarge,
+    EmptyDocument,
+    InvalidConfig,
+    MemoryLimitExceeded,
+    NeardupError,
+    NeardupIOError,
+    NoFeasibleParameters,
+    SchemeMismatch,
+)
+from .cluster import Cluster, Edge, build_clusters
+from .config import Config, ShingleSpec
+from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
+from .lsh import LSHIndex, LSHStats, Layout, candidate_probability, default_layout, optimal_params
+from .minhash import BBitSignatures, MinHasher, Signature, SignatureSet
+from .normalize import NormalizedText, Normalizer, get_normalizer
+from .oracle import allpairs_join, brute_force_pairs
+from .pipeline import (
+    DedupResult,
+    Deduplicator,
+    Match,
+    estimated_memory_per_document,
+    find_duplicates,
+    max_documents_in_memory,
+)
+from .screen import BloomFilter
+from .verify import PairScores, jaccard, verify_pairs
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BBitSignatures",
+    "BloomFilter",
+    "Cluster",
+    "Config",
+    "CorruptFile",
+    "DedupResult",
+    "Deduplicator",
+    "DocumentTooLarge",
+    "Edge",
+    "EmptyDocument",
+    "HashKey",
+    "InvalidConfig",
+    "LSHIndex",
+    "LSHStats",
+    "Layout",
+    "Match",
+    "MemoryLimitExceeded",
+    "MinHasher",
+    "NeardupError",
+    "NeardupIOError",
+    "NoFeasibleParameters",
+    "NormalizedText",
+    "Normalizer",
+    "PairScores",
+    "SchemeDescriptor",
+    "SchemeMismatch",
+    "ShingleSets",
+    "ShingleSpec",
+    "Signature",
+    "SignatureSet",
+    "__version__",
+    "allpairs_join",
+    "brute_force_pairs",
+    "build_clusters",
+    "candidate_probability",
+    "default_layout",
+    "estimated_memory_per_document",
+    "find_duplicates",
+    "get_normalizer",
+    "hash_documents",
+    "jaccard",
+    "max_documents_in_memory",
+    "optimal_params",
+    "shingles",
+    "verify_pairs",
+]

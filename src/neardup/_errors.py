@@ -1,0 +1,112 @@
+"""One exception tree.  Every message says what was wrong, the offending value and the fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CorruptFile",
+    "DocumentTooLarge",
+    "EmptyDocument",
+    "InvalidConfig",
+    "MemoryLimitExceeded",
+    "NeardupError",
+    "NeardupIOError",
+    "NoFeasibleParameters",
+    "SchemeMismatch",
+]
+
+
+class NeardupError(Exception):
+    """Base class of every error raised by neardup."""
+
+
+class InvalidConfig(NeardupError, ValueError):
+    """A configuration value is invalid; raised before anything is allocated.
+
+    Attributes: ``field`` (the parameter), ``value`` (what was given), ``reason``
+    and ``fix`` (what to do instead).
+    """
+
+    def __init__(self, field: str, value: Any, reason: str, fix: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"invalid {field}={value!r}: {reason}; fix: {fix}")
+
+
+class NoFeasibleParameters(InvalidConfig):
+    """No LSH layout meets the requested recall and candidate budget."""
+
+
+class EmptyDocument(NeardupError, ValueError):
+    """A document has no shingle after normalization (empty or only separators)."""
+
+    def __init__(self, index: int | str | None, detail: str = "") -> None:
+        self.index = index
+        where = "" if index is None else f" {index!r}"
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"document{where} is empty after normalization{extra}; fix: drop it, or use "
+            "a character/byte shingle or the 'raw' normalizer if its content matters"
+        )
+
+
+class DocumentTooLarge(NeardupError, ValueError):
+    """A document is larger than ``Config.max_document_bytes``."""
+
+    def __init__(self, index: int | str | None, size: int, limit: int) -> None:
+        self.index = index
+        self.size = size
+        self.limit = limit
+        where = "" if index is None else f" {index!r}"
+        super().__init__(
+            f"document{where} has {size} bytes, over the limit of {limit}; fix: split it, "
+            "or raise max_document_bytes"
+        )
+
+
+class MemoryLimitExceeded(NeardupError, MemoryError):
+    """The estimated memory of an operation exceeds ``Config.memory_limit`` (checked first)."""
+
+    def __init__(self, usage_bytes: int, limit_bytes: int, what: str) -> None:
+        self.usage_bytes = usage_bytes
+        self.limit_bytes = limit_bytes
+        super().__init__(
+            f"{what} needs about {usage_bytes:,} bytes, over memory_limit={limit_bytes:,}; "
+            "fix: raise memory_limit, lower num_perm or max_shingles, or process in shards"
+        )
+
+
+class SchemeMismatch(NeardupError, ValueError):
+    """Signatures, sets or indexes built under different schemes were combined."""
+
+    def __init__(self, left: str, right: str, what: str = "signatures") -> None:
+        self.left = left
+        self.right = right
+        super().__init__(
+            f"cannot combine {what} of scheme {left} with scheme {right}; fix: recompute "
+            "one side with the other's configuration (same normalizer, shingles, hash, "
+            "seed or key, signature and bands)"
+        )
+
+
+class CorruptFile(NeardupError, ValueError):
+    """A persisted file failed its format or checksum check."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(
+            f"{path}: {reason}; fix: restore it from a backup or rebuild it from the source data"
+        )
+
+
+class NeardupIOError(NeardupError, OSError):
+    """An operating-system I/O error, wrapped with the path it concerned."""
+
+    def __init__(self, path: str, error: OSError) -> None:
+        self.path = path
+        self.error = error
+        super().__init__(f"{path}: {error.strerror or error}; fix: check the path and permissions")

@@ -1,0 +1,732 @@
+"""Compiled hot kernels (numba, ``cache=True``).
+
+Everything here works on whole batches held in flat numpy arrays (CSR layout:
+``data[indptr[d]:indptr[d + 1]]`` belongs to document ``d``).  No Python object is
+created per shingle.  The public modules wrap these functions with typed, validated
+entry points; nothing in this module validates its arguments.
+
+All arithmetic is on ``uint64`` and wraps modulo 2**64 by design: every constant
+and shift amount is an explicit ``np.uint64`` because numba promotes mixed
+signed/unsigned integer arithmetic to float64, which would silently lose bits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, types
+from numba.typed import Dict
+
+U64 = np.uint64
+U32MAX = np.uint64(0xFFFFFFFF)
+
+_P1 = np.uint64(11400714785074694791)
+_P2 = np.uint64(14029467366897019727)
+_P3 = np.uint64(1609587929392839161)
+_P4 = np.uint64(9650029242287828579)
+_P5 = np.uint64(2870177450012600261)
+
+ALGO_XXH64 = 0
+ALGO_SIPHASH24 = 1
+
+KIND_BYTE = 0
+KIND_CHAR = 1
+KIND_WORD = 2
+
+
+@njit(inline="always", cache=True)
+def _rotl(x, r):
+    return (x << U64(r)) | (x >> U64(64 - r))
+
+
+@njit(inline="always", cache=True)
+def _read64(buf, p):
+    v = U64(0)
+    for i in range(8):
+        v |= U64(buf[p + i]) << U64(8 * i)
+    return v
+
+
+@njit(inline="always", cache=True)
+def _read32(buf, p):
+    v = U64(0)
+    for i in range(4):
+        v |= U64(buf[p + i]) << U64(8 * i)
+    return v
+
+
+@njit(inline="always", cache=True)
+def _xxround(acc, inp):
+    acc = acc + inp * _P2
+    acc = _rotl(acc, 31)
+    return acc * _P1
+
+
+@njit(inline="always", cache=True)
+def _xxmerge(acc, val):
+    val = _xxround(U64(0), val)
+    acc = acc ^ val
+    return acc * _P1 + _P4
+
+
+@njit(cache=True)
+def xxh64(buf, start, length, seed):
+    """XXH64 of ``buf[start:start+length]`` (bit-identical to the reference)."""
+    p = start
+    end = start + length
+    seed = U64(seed)
+    if length >= 32:
+        v1 = seed + _P1 + _P2
+        v2 = seed + _P2
+        v3 = seed
+        v4 = seed - _P1
+        while p + 32 <= end:
+            v1 = _xxround(v1, _read64(buf, p))
+            v2 = _xxround(v2, _read64(buf, p + 8))
+            v3 = _xxround(v3, _read64(buf, p + 16))
+            v4 = _xxround(v4, _read64(buf, p + 24))
+            p += 32
+        h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
+        h = _xxmerge(h, v1)
+        h = _xxmerge(h, v2)
+        h = _xxmerge(h, v3)
+        h = _xxmerge(h, v4)
+    else:
+        h = seed + _P5
+    h = h + U64(length)
+    while p + 8 <= end:
+        k1 = _xxround(U64(0), _read64(buf, p))
+        h = h ^ k1
+        h = _rotl(h, 27) * _P1 + _P4
+        p += 8
+    if p + 4 <= end:
+        h = h ^ (_read32(buf, p) * _P1)
+        h = _rotl(h, 23) * _P2 + _P3
+        p += 4
+    while p < end:
+        h = h ^ (U64(buf[p]) * _P5)
+        h = _rotl(h, 11) * _P1
+        p += 1
+    h = h ^ (h >> U64(33))
+    h = h * _P2
+    h = h ^ (h >> U64(29))
+    h = h * _P3
+    h = h ^ (h >> U64(32))
+    return h
+
+
+@njit(cache=True)
+def siphash24(buf, start, length, k0, k1):
+    """SipHash-2-4 (Aumasson & Bernstein) of ``buf[start:start+length]``: a keyed PRF."""
+    k0 = U64(k0)
+    k1 = U64(k1)
+    v0 = k0 ^ U64(0x736F6D6570736575)
+    v1 = k1 ^ U64(0x646F72616E646F6D)
+    v2 = k0 ^ U64(0x6C7967656E657261)
+    v3 = k1 ^ U64(0x7465646279746573)
+    end = start + length
+    p = start
+    nrounds_total = length // 8 + 1
+    for blk in range(nrounds_total):
+        if blk < length // 8:
+            m = _read64(buf, p)
+            p += 8
+        else:
+            m = U64(length & 0xFF) << U64(56)
+            i = 0
+            while p + i < end:
+                m |= U64(buf[p + i]) << U64(8 * i)
+                i += 1
+        v3 ^= m
+        for _ in range(2):
+            v0 += v1
+            v1 = _rotl(v1, 13)
+            v1 ^= v0
+            v0 = _rotl(v0, 32)
+            v2 += v3
+            v3 = _rotl(v3, 16)
+            v3 ^= v2
+            v0 += v3
+            v3 = _rotl(v3, 21)
+            v3 ^= v0
+            v2 += v1
+            v1 = _rotl(v1, 17)
+            v1 ^= v2
+            v2 = _rotl(v2, 32)
+        v0 ^= m
+    v2 ^= U64(0xFF)
+    for _ in range(4):
+        v0 += v1
+        v1 = _rotl(v1, 13)
+        v1 ^= v0
+        v0 = _rotl(v0, 32)
+        v2 += v3
+        v3 = _rotl(v3, 16)
+        v3 ^= v2
+        v0 += v3
+        v3 = _rotl(v3, 21)
+        v3 ^= v0
+        v2 += v1
+        v1 = _rotl(v1, 17)
+        v1 ^= v2
+        v2 = _rotl(v2, 32)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+@njit(inline="always", cache=True)
+def _hash(buf, start, length, algo, seed, k0, k1):
+    if algo == ALGO_SIPHASH24:
+        return siphash24(buf, start, length, k0, k1)
+    return xxh64(buf, start, length, seed)
+
+
+@njit(inline="always", cache=True)
+def fmix64(h):
+    """MurmurHash3's 64-bit finalizer: a bijective avalanche mix."""
+    h = h ^ (h >> U64(33))
+    h = h * U64(0xFF51AFD7ED558CCD)
+    h = h ^ (h >> U64(33))
+    h = h * U64(0xC4CEB9FE1A85EC53)
+    h = h ^ (h >> U64(33))
+    return h
+
+
+@njit(cache=True)
+def _utf8_len(b0):
+    if b0 < 0x80:
+        return 1
+    if b0 < 0xE0:
+        return 2
+    if b0 < 0xF0:
+        return 3
+    return 4
+
+
+@njit(cache=True)
+def _utf8_decode(buf, p, n):
+    b0 = np.int64(buf[p])
+    if n == 1:
+        return b0
+    if n == 2:
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F)
+    if n == 3:
+        return (
+            ((b0 & 0x0F) << 12)
+            | ((np.int64(buf[p + 1]) & 0x3F) << 6)
+            | (np.int64(buf[p + 2]) & 0x3F)
+        )
+    return (
+        ((b0 & 0x07) << 18)
+        | ((np.int64(buf[p + 1]) & 0x3F) << 12)
+        | ((np.int64(buf[p + 2]) & 0x3F) << 6)
+        | (np.int64(buf[p + 3]) & 0x3F)
+    )
+
+
+@njit(cache=True)
+def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o):
+    """Hash the shingles of one document into ``out[o:]``; returns (count, truncated)."""
+    nbytes = e - s
+    if nbytes == 0:
+        return 0, False
+    if kind == KIND_BYTE:
+        units = nbytes
+        nsh = units - k + 1 if units >= k else 1
+        trunc = nsh > max_sh
+        if trunc:
+            nsh = max_sh
+        width = k if units >= k else units
+        for i in range(nsh):
+            out[o + i] = _hash(buf, s + i, width, algo, seed, k0, k1)
+        return nsh, trunc
+    if kind == KIND_CHAR:
+        starts = np.empty(nbytes + 1, dtype=np.int64)
+        units = 0
+        p = s
+        while p < e:
+            starts[units] = p
+            units += 1
+            p += _utf8_len(buf[p])
+        starts[units] = e
+        nsh = units - k + 1 if units >= k else 1
+        trunc = nsh > max_sh
+        if trunc:
+            nsh = max_sh
+        span = k if units >= k else units
+        for i in range(nsh):
+            a = starts[i]
+            out[o + i] = _hash(buf, a, starts[i + span] - a, algo, seed, k0, k1)
+        return nsh, trunc
+    # KIND_WORD: maximal runs of word characters (Python's ``\w`` for str).
+    tstart = np.empty(nbytes // 1 + 1, dtype=np.int64)
+    tend = np.empty(nbytes // 1 + 1, dtype=np.int64)
+    ntok = 0
+    inword = False
+    p = s
+    while p < e:
+        n = _utf8_len(buf[p])
+        cp = _utf8_decode(buf, p, n)
+        isw = cp < word_table.shape[0] and word_table[cp] != 0
+        if isw and not inword:
+            tstart[ntok] = p
+            inword = True
+        elif not isw and inword:
+            tend[ntok] = p
+            ntok += 1
+            inword = False
+        p += n
+    if inword:
+        tend[ntok] = e
+        ntok += 1
+    if ntok == 0:
+        return 0, False
+    nsh = ntok - k + 1 if ntok >= k else 1
+    trunc = nsh > max_sh
+    if trunc:
+        nsh = max_sh
+    span = k if ntok >= k else ntok
+    scratch = np.empty(nbytes + span, dtype=np.uint8)
+    for i in range(nsh):
+        w = 0
+        for t in range(i, i + span):
+            if t > i:
+                scratch[w] = 0x20
+                w += 1
+            for q in range(tstart[t], tend[t]):
+                scratch[w] = buf[q]
+                w += 1
+        out[o + i] = _hash(scratch, 0, w, algo, seed, k0, k1)
+    return nsh, trunc
+
+
+@njit(parallel=True, cache=True)
+def hash_shingles(buf, offsets, kind, k, max_sh, algo, seed, k0, k1, word_table, bound_off):
+    """Hash all shingles of a batch and reduce each document to a sorted unique set.
+
+    Returns ``(hashes, counts_unique, counts_raw, truncated, content_hash)`` where
+    ``hashes`` is laid out in the padded CSR given by ``bound_off``.
+    """
+    n = offsets.shape[0] - 1
+    out = np.empty(bound_off[n], dtype=np.uint64)
+    counts_unique = np.zeros(n, dtype=np.int64)
+    counts_raw = np.zeros(n, dtype=np.int64)
+    truncated = np.zeros(n, dtype=np.bool_)
+    content = np.zeros(n, dtype=np.uint64)
+    for d in prange(n):
+        s = offsets[d]
+        e = offsets[d + 1]
+        o = bound_off[d]
+        cnt, tr = _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o)
+        counts_raw[d] = cnt
+        truncated[d] = tr
+        content[d] = _hash(buf, s, e - s, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1)
+        if cnt > 0:
+            seg = np.sort(out[o : o + cnt])
+            u = 1
+            out[o] = seg[0]
+            for i in range(1, cnt):
+                if seg[i] != seg[i - 1]:
+                    out[o + u] = seg[i]
+                    u += 1
+            counts_unique[d] = u
+    return out, counts_unique, counts_raw, truncated, content
+
+
+@njit(parallel=True, cache=True)
+def compact_csr(padded, bound_off, counts, indptr):
+    n = counts.shape[0]
+    out = np.empty(indptr[n], dtype=padded.dtype)
+    for d in prange(n):
+        a = bound_off[d]
+        b = indptr[d]
+        for i in range(counts[d]):
+            out[b + i] = padded[a + i]
+    return out
+
+
+@njit(parallel=True, cache=True)
+def minhash_kperm(hashes, indptr, a, b, out):
+    """Classic k-permutation MinHash with multiply-add-shift permutations.
+
+    Row ``p`` is ``min((a[p] * x + b[p]) mod 2**64 >> 32)`` over the document's
+    shingle hashes ``x``; ``a[p]`` is odd.  Documents with no shingle keep 0xFFFFFFFF.
+    """
+    n = indptr.shape[0] - 1
+    k = a.shape[0]
+    for d in prange(n):
+        row = np.full(k, U32MAX, dtype=np.uint64)
+        for i in range(indptr[d], indptr[d + 1]):
+            x = hashes[i]
+            for p in range(k):
+                v = (a[p] * x + b[p]) >> U64(32)
+                if v < row[p]:
+                    row[p] = v
+        for p in range(k):
+            out[d, p] = np.uint32(row[p])
+
+
+@njit(inline="always", cache=True)
+def _fastrange(v32, k):
+    return np.int64((v32 * U64(k)) >> U64(32))
+
+
+@njit(parallel=True, cache=True)
+def minhash_oph(hashes, indptr, k, seed, out):
+    """One-permutation MinHash with optimal densification (Shrivastava, 2017).
+
+    Each shingle hash is mixed once; its high 32 bits pick a bin and its low 32
+    bits are the value.  Empty bins copy the value of the first non-empty bin on a
+    probe sequence that depends only on (seed, bin, attempt), so that all documents
+    use the same sequence and a copied bin still collides with probability J.
+    """
+    n = indptr.shape[0] - 1
+    seed = U64(seed)
+    for d in prange(n):
+        row = np.full(k, U32MAX + U64(1), dtype=np.uint64)
+        nonempty = 0
+        for i in range(indptr[d], indptr[d + 1]):
+            v = fmix64(hashes[i] ^ seed)
+            j = _fastrange(v >> U64(32), k)
+            val = v & U32MAX
+            if row[j] > U32MAX:
+                nonempty += 1
+                row[j] = val
+            elif val < row[j]:
+                row[j] = val
+        if nonempty == 0:
+            for j in range(k):
+                out[d, j] = np.uint32(U32MAX)
+            continue
+        for j in range(k):
+            if row[j] <= U32MAX:
+                out[d, j] = np.uint32(row[j])
+                continue
+            attempt = U64(0)
+            while True:
+                attempt += U64(1)
+                pv = fmix64(seed ^ fmix64((U64(j) << U64(32)) | attempt))
+                src = _fastrange(pv >> U64(32), k)
+                if row[src] <= U32MAX:
+                    out[d, j] = np.uint32(row[src])
+                    break
+
+
+@njit(parallel=True, cache=True)
+def band_keys(sig, bands, rows, seed, out):
+    """64-bit key per (document, band): a mixed chain over the band's rows."""
+    n = sig.shape[0]
+    seed = U64(seed)
+    for d in prange(n):
+        for bnd in range(bands):
+            h = fmix64(seed ^ (U64(bnd + 1) * _P1))
+            base = bnd * rows
+            for j in range(rows):
+                h = fmix64((h ^ U64(sig[d, base + j])) * _P2 + _P4)
+            out[d, bnd] = h
+
+
+@njit(cache=True)
+def intersect_count(a, a0, a1, b, b0, b1):
+    i = a0
+    j = b0
+    c = 0
+    while i < a1 and j < b1:
+        x = a[i]
+        y = b[j]
+        if x == y:
+            c += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    return c
+
+
+@njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+@njit(cache=True)
+def _union(parent, a, b):
+    ra = _find(parent, a)
+    rb = _find(parent, b)
+    if ra == rb:
+        return False
+    # The smaller index becomes the root so that roots are deterministic.
+    if ra < rb:
+        parent[rb] = ra
+    else:
+        parent[ra] = rb
+    return True
+
+
+@njit(cache=True)
+def _grow(arr, need):
+    if need <= arr.shape[0]:
+        return arr
+    cap = max(need, 2 * arr.shape[0])
+    out = np.empty(cap, dtype=arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
+
+
+MODE_CANDIDATES = 0
+MODE_ALL_EDGES = 1
+MODE_FOREST = 2
+
+
+@njit(cache=True)
+def band_join(keys, active, sig, data, indptr, threshold, max_cand, mode, use_estimate, parent):
+    """Walk every band's buckets and verify candidate pairs.
+
+    ``keys`` is (n, bands) uint64; only rows with ``active`` set take part.  Within a
+    bucket, members are visited in index order and each is paired with at most
+    ``max_cand`` of the bucket's preceding members (nearest first); pairs cut by the
+    cap are counted in ``overflow``.  A pair is handled once, at the first band in
+    which it collides.  ``mode`` selects what is returned:
+
+    * MODE_CANDIDATES: every distinct candidate pair, unverified;
+    * MODE_ALL_EDGES: every candidate pair that verifies (score >= threshold);
+    * MODE_FOREST: like ALL_EDGES but pairs whose ends are already connected are
+      skipped; the connected components are identical (skipping an edge inside a
+      component cannot change components) and the edges form a spanning forest.
+
+    Returns (a, b, band, inter, union, matches, n_candidates, n_verified,
+    overflow, skipped_connected).  ``inter``/``union`` are -1 under estimate
+    verification.
+    """
+    n = keys.shape[0]
+    nb = keys.shape[1]
+    k = sig.shape[1]
+    cap = 1024
+    ea = np.empty(cap, dtype=np.int64)
+    eb = np.empty(cap, dtype=np.int64)
+    eband = np.empty(cap, dtype=np.int64)
+    einter = np.empty(cap, dtype=np.int64)
+    eunion = np.empty(cap, dtype=np.int64)
+    ematch = np.empty(cap, dtype=np.int64)
+    ne = 0
+    seen = Dict.empty(key_type=types.int64, value_type=types.int8)
+    n_cand = 0
+    n_ver = 0
+    overflow = 0
+    skipped = 0
+    idx = np.empty(n, dtype=np.int64)
+    m = 0
+    for d in range(n):
+        if active[d]:
+            idx[m] = d
+            m += 1
+    idx = idx[:m]
+    for bnd in range(nb):
+        col = keys[idx, bnd]
+        order = np.argsort(col, kind="mergesort")
+        start = 0
+        while start < m:
+            stop = start + 1
+            kv = col[order[start]]
+            while stop < m and col[order[stop]] == kv:
+                stop += 1
+            if stop - start >= 2:
+                for jj in range(start + 1, stop):
+                    j = idx[order[jj]]
+                    lo = jj - max_cand
+                    if lo < start:
+                        lo = start
+                    else:
+                        overflow += lo - start
+                    for ii in range(jj - 1, lo - 1, -1):
+                        i = idx[order[ii]]
+                        a = i if i < j else j
+                        b = j if i < j else i
+                        if mode == MODE_FOREST and _find(parent, a) == _find(parent, b):
+                            skipped += 1
+                            continue
+                        pk = np.int64(a) * np.int64(n) + np.int64(b)
+                        if pk in seen:
+                            continue
+                        n_cand += 1
+                        matches = 0
+                        for p in range(k):
+                            if sig[a, p] == sig[b, p]:
+                                matches += 1
+                        inter = -1
+                        uni = -1
+                        if mode == MODE_CANDIDATES:
+                            ok = True
+                        elif use_estimate:
+                            n_ver += 1
+                            ok = matches >= threshold * k
+                        else:
+                            n_ver += 1
+                            inter = intersect_count(
+                                data, indptr[a], indptr[a + 1], data, indptr[b], indptr[b + 1]
+                            )
+                            uni = (indptr[a + 1] - indptr[a]) + (indptr[b + 1] - indptr[b]) - inter
+                            ok = uni > 0 and inter / uni >= threshold
+                        if mode != MODE_FOREST or not ok:
+                            seen[pk] = np.int8(1)
+                        if ok:
+                            if mode != MODE_CANDIDATES:
+                                _union(parent, a, b)
+                            if ne >= ea.shape[0]:
+                                ea = _grow(ea, ne + 1)
+                                eb = _grow(eb, ne + 1)
+                                eband = _grow(eband, ne + 1)
+                                einter = _grow(einter, ne + 1)
+                                eunion = _grow(eunion, ne + 1)
+                                ematch = _grow(ematch, ne + 1)
+                            ea[ne] = a
+                            eb[ne] = b
+                            eband[ne] = bnd
+                            einter[ne] = inter
+                            eunion[ne] = uni
+                            ematch[ne] = matches
+                            ne += 1
+            start = stop
+    return (
+        ea[:ne],
+        eb[:ne],
+        eband[:ne],
+        einter[:ne],
+        eunion[:ne],
+        ematch[:ne],
+        n_cand,
+        n_ver,
+        overflow,
+        skipped,
+    )
+
+
+@njit(parallel=True, cache=True)
+def jaccard_pairs(data, indptr, a, b, inter_out, union_out):
+    for t in prange(a.shape[0]):
+        i = a[t]
+        j = b[t]
+        c = intersect_count(data, indptr[i], indptr[i + 1], data, indptr[j], indptr[j + 1])
+        inter_out[t] = c
+        union_out[t] = (indptr[i + 1] - indptr[i]) + (indptr[j + 1] - indptr[j]) - c
+
+
+@njit(parallel=True, cache=True)
+def brute_force_counts(data, indptr, threshold, counts):
+    """Count, per left document i, the pairs (i, j > i) with Jaccard >= threshold."""
+    n = indptr.shape[0] - 1
+    for i in prange(n):
+        c = 0
+        la = indptr[i + 1] - indptr[i]
+        for j in range(i + 1, n):
+            lb = indptr[j + 1] - indptr[j]
+            if la == 0 or lb == 0:
+                continue
+            inter = intersect_count(data, indptr[i], indptr[i + 1], data, indptr[j], indptr[j + 1])
+            if inter / (la + lb - inter) >= threshold:
+                c += 1
+        counts[i] = c
+
+
+@njit(parallel=True, cache=True)
+def brute_force_fill(data, indptr, threshold, offs, out_b, out_inter, out_union):
+    n = indptr.shape[0] - 1
+    for i in prange(n):
+        w = offs[i]
+        la = indptr[i + 1] - indptr[i]
+        for j in range(i + 1, n):
+            lb = indptr[j + 1] - indptr[j]
+            if la == 0 or lb == 0:
+                continue
+            inter = intersect_count(data, indptr[i], indptr[i + 1], data, indptr[j], indptr[j + 1])
+            uni = la + lb - inter
+            if inter / uni >= threshold:
+                out_b[w] = j
+                out_inter[w] = inter
+                out_union[w] = uni
+                w += 1
+
+
+@njit(cache=True)
+def allpairs_join(tokens, indptr, order, threshold, eps):
+    """Exact self-join on Jaccard >= threshold with prefix and length filtering.
+
+    ``tokens`` holds each document's set as token ranks sorted ascending (rare
+    tokens first); ``order`` lists the documents by increasing set size.  A pair
+    with J >= t must share a token within both documents' prefixes of length
+    |x| - ceil(t|x|) + 1 (AllPairs, Bayardo et al. 2007), so only documents met in
+    the inverted lists of prefix tokens are verified.  ``eps`` widens both filters
+    so that rounding can only add candidates, never lose one.
+    """
+    n = indptr.shape[0] - 1
+    ntok = 0
+    for i in range(tokens.shape[0]):
+        if tokens[i] + 1 > ntok:
+            ntok = tokens[i] + 1
+    # Inverted lists over prefixes, filled in size order: each list is sorted by
+    # the position of its document in ``order``.
+    plen = np.zeros(n, dtype=np.int64)
+    cnt = np.zeros(ntok + 1, dtype=np.int64)
+    for d in range(n):
+        sz = indptr[d + 1] - indptr[d]
+        if sz == 0:
+            continue
+        p = sz - np.int64(np.ceil(threshold * sz - eps)) + 1
+        if p > sz:
+            p = sz
+        if p < 1:
+            p = 1
+        plen[d] = p
+        for q in range(indptr[d], indptr[d] + p):
+            cnt[tokens[q] + 1] += 1
+    lstart = np.cumsum(cnt)
+    fill = lstart[:-1].copy()
+    post = np.empty(lstart[-1], dtype=np.int64)
+    for pos in range(n):
+        d = order[pos]
+        for q in range(indptr[d], indptr[d] + plen[d]):
+            t = tokens[q]
+            post[fill[t]] = pos
+            fill[t] += 1
+    stamp = np.full(n, -1, dtype=np.int64)
+    cap = 1024
+    ra = np.empty(cap, dtype=np.int64)
+    rb = np.empty(cap, dtype=np.int64)
+    ri = np.empty(cap, dtype=np.int64)
+    ru = np.empty(cap, dtype=np.int64)
+    ne = 0
+    n_cand = 0
+    for pos in range(n):
+        x = order[pos]
+        sx = indptr[x + 1] - indptr[x]
+        if sx == 0:
+            continue
+        minsize = threshold * sx - eps
+        for q in range(indptr[x], indptr[x] + plen[x]):
+            t = tokens[q]
+            for u in range(lstart[t], lstart[t + 1]):
+                ypos = post[u]
+                if ypos >= pos:
+                    break
+                y = order[ypos]
+                sy = indptr[y + 1] - indptr[y]
+                if sy < minsize or stamp[y] == pos:
+                    continue
+                stamp[y] = pos
+                n_cand += 1
+                inter = intersect_count(tokens, indptr[x], indptr[x + 1], tokens, indptr[y], indptr[y + 1])
+                uni = sx + sy - inter
+                if inter / uni >= threshold:
+                    if ne >= ra.shape[0]:
+                        ra = _grow(ra, ne + 1)
+                        rb = _grow(rb, ne + 1)
+                        ri = _grow(ri, ne + 1)
+                        ru = _grow(ru, ne + 1)
+                    ra[ne] = min(x, y)
+                    rb[ne] = max(x, y)
+                    ri[ne] = inter
+                    ru[ne] = uni
+                    ne += 1
+    return ra[:ne], rb[:ne], ri[:ne], ru[:ne], n_cand

@@ -1,0 +1,208 @@
+"""Frozen, keyword-only, validated configuration with stable fingerprints.
+
+Every config validates itself in ``__post_init__`` — before any array is allocated —
+and raises :class:`~neardup.InvalidConfig` naming the field, the value and the fix.
+``fingerprint`` is a pure function of the fields and is written into every
+signature set, index file and decision.
+
+Example:
+    >>> cfg = Config(threshold=0.8)
+    >>> cfg.layout   # (bands, rows) chosen for recall at the threshold
+    (21, 6)
+    >>> Config(num_perm=31, bands=8)
+    Traceback (most recent call last):
+    ...
+    neardup._errors.InvalidConfig: invalid num_perm=31: ...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from ._errors import InvalidConfig
+from ._fingerprint import FORMAT_VERSION, fingerprint
+from .normalize import get_normalizer
+
+__all__ = ["Config", "ShingleSpec"]
+
+ShingleKind = Literal["word", "char", "byte"]
+HashAlgorithm = Literal["xxh64", "siphash24"]
+SignatureKind = Literal["minhash", "oph"]
+VerifyMode = Literal["exact", "estimate"]
+
+_MAX_PERM = 4096
+
+
+def _check_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidConfig(name, value, "must be an integer", fix)
+    if not lo <= value <= hi:
+        raise InvalidConfig(name, value, f"must be in [{lo}, {hi}]", fix)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShingleSpec:
+    """How a document becomes a set of shingles.
+
+    * ``kind="word"``: n-grams of Unicode word tokens (maximal runs of ``\\w``), joined
+      by one space before hashing;
+    * ``kind="char"``: n-grams of Unicode code points;
+    * ``kind="byte"``: k-grams of the UTF-8 bytes.
+
+    A document with fewer than ``k`` units yields one shingle of what it has; a
+    document with no unit is empty.  At most ``max_shingles`` shingles are taken,
+    the first ones in document order; truncation is reported.
+
+    ``ShingleSpec.parse("word:5")`` reads the CLI form.
+    """
+
+    kind: ShingleKind = "word"
+    k: int = 5
+    max_shingles: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("word", "char", "byte"):
+            raise InvalidConfig("shingle.kind", self.kind, "unknown kind", "use word, char or byte")
+        _check_int("shingle.k", self.k, 1, 1024, "use a shingle size between 1 and 1024, e.g. 5")
+        _check_int(
+            "shingle.max_shingles", self.max_shingles, 1, 1 << 40,
+            "use a positive cap such as 1000000",
+        )
+
+    @classmethod
+    def parse(cls, text: str, *, max_shingles: int = 1_000_000) -> ShingleSpec:
+        kind, sep, k = text.partition(":")
+        if not sep or not k.isdigit():
+            raise InvalidConfig("shingle", text, "expected KIND:K", "write e.g. word:5, char:5 or byte:8")
+        if kind not in ("word", "char", "byte"):
+            raise InvalidConfig("shingle", text, f"unknown kind {kind!r}", "use word, char or byte")
+        return cls(kind=kind, k=int(k), max_shingles=max_shingles)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.k}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    """Everything that determines signatures, candidates and decisions.
+
+    Parameters (all keyword-only):
+        threshold: a pair is a near duplicate when its *exact* Jaccard similarity
+            over the shingle-hash sets is >= threshold.  In (0, 1].
+        normalizer: name of a built-in normalizer (see ``neardup.normalize``).
+        shingle: a :class:`ShingleSpec`.
+        hash_algorithm: ``xxh64`` (fast, for trusted batch input) or ``siphash24``
+            (a keyed PRF, required for untrusted input; needs a :class:`HashKey`).
+        seed: selects the hash functions and permutations when no key is used.
+        signature: ``minhash`` (k independent permutations) or ``oph``
+            (one-permutation MinHash with optimal densification, O(n + k)).
+        num_perm: signature length k.
+        bands, rows: LSH layout; ``bands * rows`` must equal ``num_perm``.  When
+            both are None the layout is chosen for recall at the threshold
+            (:func:`neardup.lsh.default_layout`).
+        recall_target: the candidate probability the default layout must reach at
+            the threshold itself.
+        max_candidates: per document and band, how many preceding bucket members
+            are paired with it; pairs cut by this cap are counted, never silent.
+        max_bucket_size: an index bucket stops growing at this size (overflow counted).
+        verify: ``exact`` (default) or ``estimate`` (signature agreement; results
+            are labelled as estimates everywhere).
+        max_document_bytes: larger documents raise DocumentTooLarge (10 MiB).
+        memory_limit: bytes that a batch run may plan to use (checked first).
+    """
+
+    threshold: float = 0.8
+    normalizer: str = "nfkc-casefold"
+    shingle: ShingleSpec = field(default_factory=ShingleSpec)
+    hash_algorithm: HashAlgorithm = "xxh64"
+    seed: int = 42
+    signature: SignatureKind = "minhash"
+    num_perm: int = 128
+    bands: int | None = None
+    rows: int | None = None
+    recall_target: float = 0.995
+    max_candidates: int = 64
+    max_bucket_size: int = 10_000
+    verify: VerifyMode = "exact"
+    max_document_bytes: int = 10 * 1024 * 1024
+    memory_limit: int = 4 * 1024**3
+
+    def __post_init__(self) -> None:
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, int | float) or not (0.0 < float(t) <= 1.0):
+            raise InvalidConfig("threshold", t, "must be in (0, 1]", "use e.g. threshold=0.8")
+        get_normalizer(self.normalizer)
+        if not isinstance(self.shingle, ShingleSpec):
+            raise InvalidConfig(
+                "shingle", self.shingle, "must be a ShingleSpec",
+                "pass ShingleSpec(kind='word', k=5) or ShingleSpec.parse('word:5')",
+            )
+        if self.hash_algorithm not in ("xxh64", "siphash24"):
+            raise InvalidConfig(
+                "hash_algorithm", self.hash_algorithm, "unknown algorithm", "use xxh64 or siphash24"
+            )
+        _check_int("seed", self.seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
+        if self.signature not in ("minhash", "oph"):
+            raise InvalidConfig("signature", self.signature, "unknown kind", "use minhash or oph")
+        _check_int("num_perm", self.num_perm, 1, _MAX_PERM, "use e.g. num_perm=128")
+        if self.verify not in ("exact", "estimate"):
+            raise InvalidConfig("verify", self.verify, "unknown mode", "use exact or estimate")
+        r = self.recall_target
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 < float(r) < 1.0:
+            raise InvalidConfig("recall_target", r, "must be in (0, 1)", "use e.g. 0.995")
+        _check_int("max_candidates", self.max_candidates, 1, 1 << 30, "use e.g. 64")
+        _check_int("max_bucket_size", self.max_bucket_size, 2, 1 << 40, "use e.g. 10000")
+        _check_int(
+            "max_document_bytes", self.max_document_bytes, 1, 1 << 40, "use e.g. 10485760 (10 MiB)"
+        )
+        _check_int("memory_limit", self.memory_limit, 1 << 20, 1 << 50, "use e.g. 4 GiB")
+        self._check_layout()
+
+    def _check_layout(self) -> None:
+        b, r, k = self.bands, self.rows, self.num_perm
+        if b is None and r is None:
+            return
+        if b is not None:
+            _check_int("bands", b, 1, k, f"use a divisor of num_perm={k}")
+        if r is not None:
+            _check_int("rows", r, 1, k, f"use a divisor of num_perm={k}")
+        if b is not None and k % b != 0:
+            lo = (k // b) * b
+            raise InvalidConfig(
+                "num_perm", k, f"not divisible by bands={b}",
+                f"use num_perm={lo or b} or {lo + b} ({b} bands), or leave bands/rows unset",
+            )
+        if r is not None and k % r != 0:
+            raise InvalidConfig(
+                "rows", r, f"does not divide num_perm={k}",
+                f"use num_perm={math.ceil(k / r) * r}, or leave bands/rows unset",
+            )
+        if b is not None and r is not None and b * r != k:
+            raise InvalidConfig(
+                "bands", b, f"bands*rows = {b * r} differs from num_perm={k}",
+                f"use rows={k // b} or num_perm={b * r}",
+            )
+
+    @property
+    def layout(self) -> tuple[int, int]:
+        """The (bands, rows) actually used."""
+        if self.bands is not None:
+            return self.bands, self.num_perm // self.bands
+        if self.rows is not None:
+            return self.num_perm // self.rows, self.rows
+        from .lsh import default_layout
+
+        return default_layout(self.threshold, self.num_perm, recall=self.recall_target)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bands"], d["rows"] = self.layout
+        d["format_version"] = FORMAT_VERSION
+        return d
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable 16-hex-digit fingerprint of every field (layout resolved)."""
+        return fingerprint(self.to_dict())

@@ -1,0 +1,376 @@
+"""Stages 2 and 3 — shingling and stable 64-bit shingle hashing, over whole batches.
+
+Two schemes:
+
+* ``xxh64`` — XXH64 of each shingle's canonical bytes with a seed.  Fast and stable
+  across processes, platforms and releases; for *trusted* input only: anyone who
+  knows the seed (or guesses it) can craft colliding shingles.
+* ``siphash24`` — SipHash-2-4, a keyed pseudo-random function, with a 128-bit key
+  derived per tenant and scheme version (:meth:`HashKey.derive`).  Without the
+  key an attacker cannot predict or collide hashes; use it for untrusted input.
+
+Canonical shingle bytes: for ``byte`` k-grams the k bytes of the normalized UTF-8
+text; for ``char`` n-grams the UTF-8 of n consecutive code points; for ``word``
+n-grams the n tokens joined by one ASCII space.  So the hash of a shingle equals
+``xxhash.xxh64_intdigest(shingle.encode(), seed)`` — a property the tests check.
+
+The batch path (:func:`hash_documents`) concatenates the UTF-8 of every document
+into one buffer and runs one compiled kernel over it: no Python object is created
+per shingle.  Each document is reduced to the sorted set of its distinct hashes,
+which exact verification uses.
+
+Example:
+    >>> from neardup import Config
+    >>> sets = hash_documents(["red fox runs", "red fox runs"], Config())
+    >>> sets.jaccard(0, 1)
+    1.0
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _kernels as K
+from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
+from ._fingerprint import FORMAT_VERSION, fingerprint
+from .config import Config, ShingleSpec
+from .normalize import get_normalizer
+
+__all__ = [
+    "HashKey",
+    "SchemeDescriptor",
+    "ShingleSets",
+    "hash_documents",
+    "hash_shingle",
+    "shingles",
+]
+
+_WORD = re.compile(r"\w+")
+_KIND_CODE = {"byte": K.KIND_BYTE, "char": K.KIND_CHAR, "word": K.KIND_WORD}
+
+
+@functools.cache
+def _word_table() -> npt.NDArray[np.uint8]:
+    """1 for every code point Python's ``re`` treats as ``\\w`` (computed once, read-only)."""
+    universe = "".join(map(chr, range(0x110000)))
+    table = np.zeros(0x110000, dtype=np.uint8)
+    for m in _WORD.finditer(universe):
+        table[m.start() : m.end()] = 1
+    table.flags.writeable = False
+    return table
+
+
+@dataclass(frozen=True, slots=True)
+class HashKey:
+    """A 128-bit SipHash key with a public id; ``repr`` never shows the key bytes."""
+
+    key_id: str
+    key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.key, bytes) or len(self.key) != 16:
+            raise InvalidConfig(
+                "key", "<hidden>", "must be exactly 16 bytes", "use HashKey.derive(master, tenant)"
+            )
+        if not self.key_id:
+            raise InvalidConfig("key_id", self.key_id, "must not be empty", "name the key")
+
+    @classmethod
+    def derive(cls, master_secret: bytes, tenant: str, *, scheme_version: int = 1) -> HashKey:
+        """Derive the key of ``tenant`` for ``scheme_version`` from a master secret.
+
+        Keyed BLAKE2b is the KDF, so tenants' keys are independent and none reveals
+        the master secret.  ``key_id`` is ``"<tenant>/v<scheme_version>"``.
+        """
+        if not isinstance(master_secret, bytes) or len(master_secret) < 16:
+            raise InvalidConfig(
+                "master_secret", "<hidden>", "must be at least 16 random bytes",
+                "generate one with secrets.token_bytes(32) and keep it outside the data directory",
+            )
+        h = hashlib.blake2b(
+            f"{tenant}\x00{scheme_version}".encode(),
+            key=master_secret[:64],
+            digest_size=16,
+            person=b"neardup-shkey-v1",
+        )
+        return cls(f"{tenant}/v{scheme_version}", h.digest())
+
+    @property
+    def fingerprint(self) -> str:
+        """A one-way 16-hex-digit fingerprint of the key, safe to store and log."""
+        return hashlib.blake2b(self.key, digest_size=8, person=b"neardup-keyfp").hexdigest()
+
+    def halves(self) -> tuple[int, int]:
+        return int.from_bytes(self.key[:8], "little"), int.from_bytes(self.key[8:], "little")
+
+    def derived_seed(self, purpose: bytes) -> int:
+        """A 64-bit seed that is a pure function of the key and ``purpose``."""
+        d = hashlib.blake2b(purpose, key=self.key, digest_size=8, person=b"neardup-seed")
+        return int.from_bytes(d.digest(), "little")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SchemeDescriptor:
+    """What a signature, shingle set or index was computed under.
+
+    Two objects may be compared or merged only if their descriptors are equal
+    (:meth:`require_same`).  The key itself is never recorded: only its id and a
+    one-way fingerprint.
+    """
+
+    normalizer: str
+    shingle: str
+    max_shingles: int
+    hash_algorithm: str
+    seed: int | None
+    key_id: str | None
+    key_fingerprint: str | None
+    signature: str
+    permutation_family: str
+    num_perm: int
+    bands: int
+    rows: int
+    format_version: int = FORMAT_VERSION
+
+    @classmethod
+    def from_config(cls, config: Config, key: HashKey | None = None) -> SchemeDescriptor:
+        _check_key(config, key)
+        bands, rows = config.layout
+        family = (
+            "multiply-add-shift-64>>32/splitmix64"
+            if config.signature == "minhash"
+            else "oph-fmix64-fastrange/optimal-densification"
+        )
+        return cls(
+            normalizer=get_normalizer(config.normalizer).fingerprint,
+            shingle=str(config.shingle),
+            max_shingles=config.shingle.max_shingles,
+            hash_algorithm=config.hash_algorithm,
+            seed=None if key is not None else config.seed,
+            key_id=key.key_id if key is not None else None,
+            key_fingerprint=key.fingerprint if key is not None else None,
+            signature=config.signature,
+            permutation_family=family,
+            num_perm=config.num_perm,
+            bands=bands,
+            rows=rows,
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "normalizer": self.normalizer,
+            "shingle": self.shingle,
+            "max_shingles": self.max_shingles,
+            "hash_algorithm": self.hash_algorithm,
+            "seed": self.seed,
+            "key_id": self.key_id,
+            "key_fingerprint": self.key_fingerprint,
+            "signature": self.signature,
+            "permutation_family": self.permutation_family,
+            "num_perm": self.num_perm,
+            "bands": self.bands,
+            "rows": self.rows,
+            "format_version": self.format_version,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> SchemeDescriptor:
+        try:
+            return cls(**d)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise InvalidConfig("scheme", d, f"not a scheme descriptor ({exc})", "rebuild it") from exc
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.to_dict())
+
+    @property
+    def set_fingerprint(self) -> str:
+        """Fingerprint of the part that determines shingle-hash sets."""
+        d = self.to_dict()
+        keep = ("normalizer", "shingle", "max_shingles", "hash_algorithm", "seed", "key_id",
+                "key_fingerprint", "format_version")
+        return fingerprint({k: d[k] for k in keep})
+
+    def require_same(self, other: SchemeDescriptor, what: str = "signatures") -> None:
+        if self != other:
+            raise SchemeMismatch(self.fingerprint, other.fingerprint, what)
+
+    def require_same_sets(self, other: SchemeDescriptor) -> None:
+        if self.set_fingerprint != other.set_fingerprint:
+            raise SchemeMismatch(self.set_fingerprint, other.set_fingerprint, "shingle sets")
+
+
+def _check_key(config: Config, key: HashKey | None) -> None:
+    if config.hash_algorithm == "siphash24" and key is None:
+        raise InvalidConfig(
+            "key", None, "hash_algorithm='siphash24' is keyed and needs a HashKey",
+            "pass key=HashKey.derive(master_secret, tenant)",
+        )
+    if config.hash_algorithm == "xxh64" and key is not None:
+        raise InvalidConfig(
+            "hash_algorithm", "xxh64", "a key was given but xxh64 is not a keyed PRF",
+            "use Config(hash_algorithm='siphash24') with a key",
+        )
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class ShingleSets:
+    """Each document's sorted, distinct 64-bit shingle hashes, in CSR layout.
+
+    ``data[indptr[d]:indptr[d + 1]]`` is document ``d``'s set.  ``raw_counts`` is
+    the number of shingles before de-duplication (0 for an empty document),
+    ``truncated`` flags documents cut at ``max_shingles``, ``content_hash`` is a
+    hash of the whole normalized document (exact-duplicate screen) and
+    ``byte_lengths`` the normalized UTF-8 length.
+
+    "Exact" Jaccard here is exact over the 64-bit hashes: two distinct shingles of
+    a pair share a hash with probability below |A ∪ B|² / 2**65.
+    """
+
+    data: npt.NDArray[np.uint64]
+    indptr: npt.NDArray[np.int64]
+    raw_counts: npt.NDArray[np.int64]
+    truncated: npt.NDArray[np.bool_]
+    content_hash: npt.NDArray[np.uint64]
+    byte_lengths: npt.NDArray[np.int64]
+    scheme: SchemeDescriptor
+
+    def __len__(self) -> int:
+        return int(self.indptr.shape[0] - 1)
+
+    def sizes(self) -> npt.NDArray[np.int64]:
+        return np.diff(self.indptr)
+
+    def get(self, i: int) -> npt.NDArray[np.uint64]:
+        return self.data[self.indptr[i] : self.indptr[i + 1]]
+
+    @property
+    def empty(self) -> npt.NDArray[np.bool_]:
+        return self.raw_counts == 0
+
+    def intersection_union(self, i: int, j: int) -> tuple[int, int]:
+        a, b = self.get(i), self.get(j)
+        inter = int(K.intersect_count(a, 0, a.shape[0], b, 0, b.shape[0]))
+        return inter, int(a.shape[0] + b.shape[0] - inter)
+
+    def jaccard(self, i: int, j: int) -> float:
+        """Exact Jaccard of documents i and j (0.0 if both are empty)."""
+        inter, union = self.intersection_union(i, j)
+        return inter / union if union else 0.0
+
+    def take(self, indices: npt.ArrayLike) -> ShingleSets:
+        idx = np.asarray(indices, dtype=np.int64)
+        sizes = self.sizes()[idx]
+        indptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
+        np.cumsum(sizes, out=indptr[1:])
+        data = K.compact_csr(self.data, self.indptr[idx], sizes, indptr) if idx.size else \
+            np.empty(0, np.uint64)
+        return ShingleSets(
+            data, indptr, self.raw_counts[idx], self.truncated[idx], self.content_hash[idx],
+            self.byte_lengths[idx], self.scheme,
+        )
+
+    def nbytes(self) -> int:
+        return int(self.data.nbytes + self.indptr.nbytes)
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass keeps lone surrogates (invalid in UTF-8 but legal in str) hashable.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _algo_params(config: Config, key: HashKey | None) -> tuple[int, int, int, int]:
+    _check_key(config, key)
+    if key is None:
+        return K.ALGO_XXH64, config.seed, 0, 0
+    k0, k1 = key.halves()
+    return K.ALGO_SIPHASH24, 0, k0, k1
+
+
+def hash_documents(
+    texts: Sequence[str],
+    config: Config,
+    *,
+    key: HashKey | None = None,
+    normalized: bool = False,
+) -> ShingleSets:
+    """Normalize, shingle and hash a batch of documents into :class:`ShingleSets`.
+
+    Empty documents are kept (with an empty set and ``raw_counts == 0``) so that
+    batch callers count and report them.  Documents over ``max_document_bytes``
+    raise :class:`DocumentTooLarge`; batch callers filter them first.
+    """
+    norm = get_normalizer(config.normalizer)
+    scheme = SchemeDescriptor.from_config(config, key)
+    encoded = [_encode(t if normalized else norm(t)) for t in texts]
+    limit = config.max_document_bytes
+    for i, e in enumerate(encoded):
+        if len(e) > limit:
+            raise DocumentTooLarge(i, len(e), limit)
+    return _hash_encoded(encoded, config, key, scheme)
+
+
+def _hash_encoded(
+    encoded: Sequence[bytes], config: Config, key: HashKey | None, scheme: SchemeDescriptor
+) -> ShingleSets:
+    n = len(encoded)
+    lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8) if n else np.empty(0, np.uint8)
+    spec = config.shingle
+    bound = np.minimum(np.maximum(lengths, 1), spec.max_shingles)
+    bound_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(bound, out=bound_off[1:])
+    algo, seed, k0, k1 = _algo_params(config, key)
+    table = _word_table() if spec.kind == "word" else np.zeros(1, np.uint8)
+    padded, counts, raw, trunc, content = K.hash_shingles(
+        buf, offsets, _KIND_CODE[spec.kind], spec.k, spec.max_shingles, algo,
+        np.uint64(seed), np.uint64(k0), np.uint64(k1), table, bound_off,
+    )
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    data = K.compact_csr(padded, bound_off, counts, indptr)
+    return ShingleSets(data, indptr, raw, trunc, content, lengths, scheme)
+
+
+def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold") -> list[str]:
+    """The shingles of one document as strings, in document order (for explanations).
+
+    Raises :class:`EmptyDocument` if the normalized text has no unit to shingle.
+    """
+    t = get_normalizer(normalizer)(text)
+    k = spec.k
+    if spec.kind == "word":
+        toks = _WORD.findall(t)
+        units: Sequence[str] = toks
+        sep = " "
+    elif spec.kind == "char":
+        units, sep = t, ""
+    else:
+        units, sep = [chr(b) for b in _encode(t)], ""
+    if not units:
+        raise EmptyDocument(None, f"no {spec.kind} unit")
+    if len(units) < k:
+        out = [sep.join(units)]
+    else:
+        out = [sep.join(units[i : i + k]) for i in range(len(units) - k + 1)]
+    return out[: spec.max_shingles]
+
+
+def hash_shingle(shingle: str | bytes, config: Config, *, key: HashKey | None = None) -> int:
+    """The 64-bit hash of one canonical shingle, as the batch kernel computes it."""
+    data = shingle if isinstance(shingle, bytes) else _encode(shingle)
+    arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
+    algo, seed, k0, k1 = _algo_params(config, key)
+    if algo == K.ALGO_SIPHASH24:
+        return int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1)))
+    return int(K.xxh64(arr, 0, len(data), np.uint64(seed)))

@@ -1,0 +1,191 @@
+"""Stage 1 — versioned text normalization.
+
+A normalizer is named and versioned (``nfkc-casefold@1``); the name and version are
+part of every scheme fingerprint, so signatures computed under different
+normalizations can never be compared by accident.  Normalization is used for
+candidate discovery only: :meth:`Normalizer.with_offsets` keeps a map from every
+normalized character back to the original text so that explanations can point at
+what a person actually wrote.
+
+Example:
+    >>> n = get_normalizer("nfkc-casefold")
+    >>> n("  Ｆｏｘ\\tRUNS  ")
+    'fox runs'
+    >>> nt = n.with_offsets("  Ｆｏｘ\\tRUNS  ")
+    >>> nt.original_span(0, 3)
+    (2, 5)
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ._errors import InvalidConfig
+
+__all__ = ["NORMALIZERS", "NormalizedText", "Normalizer", "get_normalizer"]
+
+_NON_SPACE = re.compile(r"\S+")
+
+
+def _identity(text: str) -> str:
+    return text
+
+
+def _nfkc_casefold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def _nfkc(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
+@dataclass(frozen=True, slots=True)
+class NormalizedText:
+    """Normalized text plus, per normalized character, its span in the original.
+
+    ``starts[i]``/``ends[i]`` delimit the original characters that produced
+    normalized character ``i``; a collapsed whitespace run maps to the whole run.
+    """
+
+    original: str
+    text: str
+    starts: tuple[int, ...]
+    ends: tuple[int, ...]
+
+    def original_span(self, start: int, end: int) -> tuple[int, int]:
+        """Map the normalized slice ``[start, end)`` to a slice of the original text."""
+        if not 0 <= start <= end <= len(self.text):
+            raise InvalidConfig(
+                "span", (start, end), f"outside the normalized text of length {len(self.text)}",
+                "pass 0 <= start <= end <= len(text)",
+            )
+        if start == end:
+            pos = self.starts[start] if start < len(self.starts) else len(self.original)
+            return pos, pos
+        return min(self.starts[start:end]), max(self.ends[start:end])
+
+
+@dataclass(frozen=True, slots=True)
+class Normalizer:
+    """A named, versioned, pure text transform.
+
+    Guarantees: deterministic for a given (name, version) and Python's Unicode
+    database version (recorded in :attr:`fingerprint`); idempotent for the built-in
+    normalizers except ``raw`` which is the identity.
+    """
+
+    name: str
+    version: int
+    casefold_nfkc: Callable[[str], str]
+    collapse_whitespace: bool
+    description: str
+
+    @property
+    def fingerprint(self) -> str:
+        """``name@version/unicode-X.Y.Z``: what is written into scheme descriptors."""
+        return f"{self.name}@{self.version}/unicode-{unicodedata.unidata_version}"
+
+    def __call__(self, text: str) -> str:
+        out = self.casefold_nfkc(text)
+        if self.collapse_whitespace:
+            out = " ".join(out.split())
+        return out
+
+    def with_offsets(self, text: str) -> NormalizedText:
+        """Normalize and keep the map back to original character offsets.
+
+        The result's ``text`` always equals ``self(text)``.
+        """
+        chars, starts, ends = self._segment_map(text)
+        if self.collapse_whitespace:
+            joined = "".join(chars)
+            out_chars: list[str] = []
+            o_starts: list[int] = []
+            o_ends: list[int] = []
+            prev_end: int | None = None
+            for m in _NON_SPACE.finditer(joined):
+                if prev_end is not None:
+                    out_chars.append(" ")
+                    o_starts.append(starts[prev_end])
+                    o_ends.append(ends[m.start() - 1])
+                for i in range(m.start(), m.end()):
+                    out_chars.append(joined[i])
+                    o_starts.append(starts[i])
+                    o_ends.append(ends[i])
+                prev_end = m.end()
+            chars, starts, ends = out_chars, o_starts, o_ends
+        result = "".join(chars)
+        return NormalizedText(text, result, tuple(starts), tuple(ends))
+
+    def _segment_map(self, text: str) -> tuple[list[str], list[int], list[int]]:
+        """Normalize per segment (a starter and its combining marks) and map back."""
+        target = self.casefold_nfkc(text)
+        for segments in (_grapheme_segments(text), _space_segments(text), [(0, len(text))]):
+            chars: list[str] = []
+            starts: list[int] = []
+            ends: list[int] = []
+            for s, e in segments:
+                piece = self.casefold_nfkc(text[s:e])
+                chars.extend(piece)
+                starts.extend([s] * len(piece))
+                ends.extend([e] * len(piece))
+            if "".join(chars) == target:
+                return chars, starts, ends
+        raise AssertionError("unreachable: a single segment always reproduces the target")
+
+
+def _grapheme_segments(text: str) -> list[tuple[int, int]]:
+    segs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or (
+            unicodedata.combining(text[i]) == 0 and not 0x1160 <= ord(text[i]) <= 0x11FF
+        ):
+            segs.append((start, i))
+            start = i
+    return segs if text else []
+
+
+def _space_segments(text: str) -> list[tuple[int, int]]:
+    segs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(text) + 1):
+        if i == len(text) or text[i].isspace() != text[i - 1].isspace() or text[i].isspace():
+            segs.append((start, i))
+            start = i
+    return segs if text else []
+
+
+def _make() -> dict[str, Normalizer]:
+    return {
+        "nfkc-casefold": Normalizer(
+            "nfkc-casefold", 1, _nfkc_casefold, True,
+            "Unicode NFKC, full case folding, whitespace runs collapsed to one space, trimmed",
+        ),
+        "nfkc": Normalizer(
+            "nfkc", 1, _nfkc, True, "Unicode NFKC, whitespace collapsed, case kept",
+        ),
+        "raw": Normalizer("raw", 1, _identity, False, "the text exactly as given"),
+    }
+
+
+NORMALIZERS: tuple[str, ...] = ("nfkc-casefold", "nfkc", "raw")
+"""Names accepted by :func:`get_normalizer` (the default is ``nfkc-casefold``)."""
+
+
+def get_normalizer(name: str) -> Normalizer:
+    """Return the built-in normalizer called ``name`` (optionally ``name@version``)."""
+    base, _, version = name.partition("@")
+    table = _make()
+    norm = table.get(base)
+    if norm is None:
+        raise InvalidConfig("normalizer", name, "unknown normalizer", f"use one of {NORMALIZERS}")
+    if version and version != str(norm.version):
+        raise InvalidConfig(
+            "normalizer", name, f"version {version} is not available",
+            f"use {base}@{norm.version} (the only version this release implements)",
+        )
+    return norm

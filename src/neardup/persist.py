@@ -1,0 +1,173 @@
+"""Durable, checksummed, versioned files — never pickle.
+
+Container layout (little-endian):
+
+    b"NEARDUP\\0" | u32 format version | u64 header length | header (UTF-8 JSON)
+    | arrays, each 8-byte aligned | 32-byte BLAKE2b digest of everything before it
+
+The header names the content kind, the scheme descriptor and every array's dtype,
+shape and offset.  Reading checks the magic, version, lengths and digest before
+any array is used, and refuses damaged files with :class:`~neardup.CorruptFile`.
+Writing is atomic: a temporary file in the same directory is written and
+fsynced, renamed over the target, and the directory is fsynced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._errors import CorruptFile, NeardupIOError
+from ._fingerprint import FORMAT_VERSION
+
+if TYPE_CHECKING:
+    from .lsh import LSHIndex
+
+__all__ = ["atomic_write", "load_index", "read_container", "save_index", "write_container"]
+
+MAGIC = b"NEARDUP\x00"
+_DIGEST = 32
+_ALLOWED_DTYPES = {"<u1", "<u4", "<u8", "<i8", "|b1", "|u1"}
+
+
+def atomic_write(path: str, payload: bytes) -> None:
+    """Write ``payload`` to ``path`` atomically and durably."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(payload)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    except OSError as exc:
+        raise NeardupIOError(path, exc) from exc
+
+
+def write_container(path: str, kind: str, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> None:
+    specs = []
+    blobs = []
+    offset = 0
+    for name, arr in arrays.items():
+        a = np.ascontiguousarray(arr)
+        dt = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
+        a = a.astype(dt, copy=False)
+        raw = a.tobytes()
+        pad = (-len(raw)) % 8
+        specs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
+                      "offset": offset, "nbytes": len(raw)})
+        blobs.append(raw + b"\x00" * pad)
+        offset += len(raw) + pad
+    header = json.dumps({"kind": kind, "meta": meta, "arrays": specs}, sort_keys=True).encode()
+    header += b" " * ((-len(header)) % 8)
+    body = MAGIC + struct.pack("<IQ", FORMAT_VERSION, len(header)) + header + b"".join(blobs)
+    atomic_write(path, body + hashlib.blake2b(body, digest_size=_DIGEST).digest())
+
+
+def read_container(path: str, kind: str) -> tuple[dict[str, Any], dict[str, npt.NDArray[Any]]]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise NeardupIOError(path, exc) from exc
+    pre = len(MAGIC) + 12
+    if len(data) < pre + _DIGEST or not data.startswith(MAGIC):
+        raise CorruptFile(path, "not a neardup file (bad magic or too short)")
+    body, digest = data[:-_DIGEST], data[-_DIGEST:]
+    if hashlib.blake2b(body, digest_size=_DIGEST).digest() != digest:
+        raise CorruptFile(path, "checksum mismatch: the file is damaged or truncated")
+    version, hlen = struct.unpack("<IQ", body[len(MAGIC) : pre])
+    if version != FORMAT_VERSION:
+        raise CorruptFile(path, f"format version {version} is not supported (this build reads {FORMAT_VERSION})")
+    if pre + hlen > len(body):
+        raise CorruptFile(path, "header length past the end of the file")
+    try:
+        header = json.loads(body[pre : pre + hlen])
+    except ValueError as exc:
+        raise CorruptFile(path, f"header is not JSON ({exc})") from exc
+    if header.get("kind") != kind:
+        raise CorruptFile(path, f"holds {header.get('kind')!r}, expected {kind!r}")
+    base = pre + hlen
+    arrays: dict[str, npt.NDArray[Any]] = {}
+    for spec in header["arrays"]:
+        if spec["dtype"] not in _ALLOWED_DTYPES:
+            raise CorruptFile(path, f"array {spec['name']!r} has unsupported dtype {spec['dtype']}")
+        start = base + int(spec["offset"])
+        end = start + int(spec["nbytes"])
+        if end > len(body):
+            raise CorruptFile(path, f"array {spec['name']!r} runs past the end of the file")
+        arr = np.frombuffer(body[start:end], dtype=np.dtype(spec["dtype"]))
+        arrays[spec["name"]] = arr.reshape(spec["shape"]).copy()
+    return header["meta"], arrays
+
+
+def save_index(index: LSHIndex, path: str) -> None:
+    """Persist an :class:`~neardup.LSHIndex` (buckets are rebuilt on load)."""
+    n = len(index._keys)
+    k = index.scheme.num_perm
+    sigs = np.stack(index._sigs) if n else np.empty((0, k), dtype=np.uint32)
+    has_feat = np.array([f is not None for f in index._features], dtype=np.bool_)
+    sizes = np.array([0 if f is None else f.shape[0] for f in index._features], dtype=np.int64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    feats = [f for f in index._features if f is not None]
+    data = np.concatenate(feats) if feats else np.empty(0, dtype=np.uint64)
+    keys = []
+    for key in index._keys:
+        if not isinstance(key, str | int) or isinstance(key, bool):
+            raise CorruptFile(path, f"key {key!r} is not a str or int and cannot be saved")
+        keys.append(key)
+    meta = {
+        "scheme": index.scheme.to_dict(),
+        "threshold": index.threshold,
+        "max_bucket_size": index.max_bucket_size,
+        "max_candidates": index.max_candidates,
+        "keys": keys,
+        "bucket_overflow": index.bucket_overflow,
+        "candidate_overflow": index.candidate_overflow,
+    }
+    write_container(path, "lsh-index", meta, {
+        "signatures": sigs, "alive": np.array(index._alive, dtype=np.bool_),
+        "has_features": has_feat, "indptr": indptr, "features": data,
+    })
+
+
+def load_index(path: str) -> LSHIndex:
+    from .hashing import SchemeDescriptor
+    from .lsh import LSHIndex
+    from .minhash import Signature
+
+    meta, arr = read_container(path, "lsh-index")
+    scheme = SchemeDescriptor.from_dict(meta["scheme"])
+    index = LSHIndex(scheme, threshold=meta["threshold"], max_bucket_size=meta["max_bucket_size"],
+                     max_candidates=meta["max_candidates"])
+    sigs, alive, has, indptr, feats = (arr["signatures"], arr["alive"], arr["has_features"],
+                                       arr["indptr"], arr["features"])
+    keys = meta["keys"]
+    if not (len(keys) == sigs.shape[0] == alive.shape[0] == has.shape[0] == indptr.shape[0] - 1):
+        raise CorruptFile(path, "array lengths disagree with the key list")
+    for pos, key in enumerate(keys):
+        f = feats[indptr[pos] : indptr[pos + 1]] if has[pos] else None
+        index.insert(key, Signature(sigs[pos], scheme), f)
+        if not alive[pos]:
+            index.remove(key)
+    index.bucket_overflow = int(meta["bucket_overflow"])
+    index.candidate_overflow = int(meta["candidate_overflow"])
+    return index
