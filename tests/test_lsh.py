@@ -1,0 +1,195 @@
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from neardup import (
+    Config,
+    CorruptFile,
+    InvalidConfig,
+    LSHIndex,
+    MinHasher,
+    NoFeasibleParameters,
+    SchemeMismatch,
+    ShingleSets,
+    ShingleSpec,
+    candidate_probability,
+    default_layout,
+    hash_documents,
+    optimal_params,
+)
+from neardup.hashing import SchemeDescriptor
+
+
+def test_candidate_probability_formula() -> None:
+    for s in (0.0, 0.3, 0.5, 0.8, 1.0):
+        assert candidate_probability(s, 21, 6) == pytest.approx(1 - (1 - s**6) ** 21, abs=1e-12)
+    with pytest.raises(InvalidConfig):
+        candidate_probability(1.2, 2, 2)
+
+
+def test_seed_exercise_optimizer() -> None:
+    lay = optimal_params(near=0.8, far=0.3, recall=0.95, far_budget=20_000, n=1_000_000, max_perm=100)
+    assert (lay.bands, lay.rows) == (8, 5)
+    assert lay.p_near >= 0.95 and lay.expected_far_candidates < 20_000
+    # Nothing smaller works: exhaustively check every layout with fewer rows.
+    for total in range(1, lay.num_perm):
+        for r in range(1, total + 1):
+            if total % r == 0:
+                b = total // r
+                ok = candidate_probability(0.8, b, r) >= 0.95 and \
+                    candidate_probability(0.3, b, r) * 1e6 <= 20_000
+                assert not ok
+
+
+def test_optimizer_says_when_nothing_exists() -> None:
+    with pytest.raises(NoFeasibleParameters, match="recall"):
+        optimal_params(near=0.5, far=0.45, recall=0.99, far_budget=10, n=1_000_000, max_perm=64)
+
+
+def test_default_layout_is_chosen_for_recall() -> None:
+    b, r = default_layout(0.8, 128)
+    assert (b, r) == (21, 6)
+    assert candidate_probability(0.8, b, r) >= 0.995
+    assert candidate_probability(0.85, b, r) >= 0.9999
+    for t in (0.5, 0.7, 0.9, 0.95):
+        b, r = default_layout(t, 128)
+        assert b * r <= 128 and candidate_probability(t, b, r) >= 0.995
+
+
+def _exact_pair_sets(s: float, pairs: int, seed: int, union: int = 200) -> ShingleSets:
+    rng = np.random.default_rng(seed)
+    inter = round(s * union)
+    rest = union - inter
+    a_only = rest // 2
+    total = pairs * (2 * inter + a_only + (rest - a_only))
+    vals = rng.integers(0, 2**63, size=(pairs, union), dtype=np.int64).astype(np.uint64)
+    chunks = []
+    for row in vals:
+        a = np.sort(np.r_[row[:inter], row[inter:inter + a_only]])
+        b = np.sort(np.r_[row[:inter], row[inter + a_only:]])
+        chunks += [a, b]
+    sizes = np.array([c.size for c in chunks], dtype=np.int64)
+    assert sizes.sum() == total
+    indptr = np.zeros(sizes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=indptr[1:])
+    n = sizes.size
+    return ShingleSets(np.concatenate(chunks), indptr, sizes.copy(), np.zeros(n, bool),
+                       np.zeros(n, np.uint64), sizes.copy(),
+                       SchemeDescriptor.from_config(Config()))
+
+
+@pytest.mark.parametrize("signature", ["minhash", "oph"])
+@pytest.mark.parametrize("s", [0.5, 0.7, 0.8, 0.9])
+def test_measured_candidate_curve_matches_theory(signature: str, s: float) -> None:
+    cfg = Config(threshold=0.8, signature=signature)  # type: ignore[arg-type]
+    bands, rows = cfg.layout
+    sets = _exact_pair_sets(s, 5000, seed=int(s * 100))
+    sets = ShingleSets(sets.data, sets.indptr, sets.raw_counts, sets.truncated, sets.content_hash,
+                       sets.byte_lengths, SchemeDescriptor.from_config(cfg))
+    keys = MinHasher(cfg).from_sets(sets).band_keys()
+    collide = (keys[0::2] == keys[1::2]).any(axis=1).mean()
+    assert abs(collide - candidate_probability(s, bands, rows)) <= 0.02
+
+
+def _hasher() -> MinHasher:
+    return MinHasher(Config(threshold=0.75, shingle=ShingleSpec(kind="word", k=2)))
+
+
+def test_worked_example() -> None:
+    mh = _hasher()
+    idx = LSHIndex(mh.scheme, threshold=0.75)
+    feats = hash_documents(["red fox runs very fast", "red fox runs very fast today",
+                            "database backup completed nightly"], mh.config)
+    sigs = mh.from_sets(feats)
+    assert idx.insert("A", sigs[0], feats.get(0)) == []
+    assert idx.insert("B", sigs[1], feats.get(1)) == ["A"]
+    assert idx.insert("C", sigs[2], feats.get(2)) == []
+    e = idx.verify("A", "B")
+    assert e.jaccard == 4 / 5 and e.method == "exact" and (e.intersection, e.union) == (4, 5)
+    clusters = idx.find_clusters()
+    assert [(c.members, c.representative) for c in clusters] == [((0, 1), 0)]
+    assert idx.unique_indices() == [0, 2]
+    with pytest.raises(InvalidConfig):
+        Config(num_perm=31, bands=8)
+
+
+def test_tombstone_never_returned_and_stats() -> None:
+    mh = _hasher()
+    idx = LSHIndex(mh.scheme, threshold=0.75)
+    s = mh.signature("one two three four five")
+    idx.insert("a", s)
+    idx.insert("b", s)
+    assert idx.query(s) == ["a", "b"]
+    idx.remove("a")
+    assert idx.query(s) == ["b"] and "a" not in idx and len(idx) == 1
+    with pytest.raises(InvalidConfig):
+        idx.remove("a")
+    with pytest.raises(InvalidConfig):
+        idx.insert("b", s)
+    st = idx.stats()
+    assert st.documents == 1 and st.tombstoned == 1 and st.largest_bucket == 1
+    assert st.predicted_recall == pytest.approx(candidate_probability(0.75, st.bands, st.rows))
+    # Without features verification falls back to the estimate, labelled as such.
+    idx.insert("c", s)
+    assert idx.verify("b", "c").method == "estimate"
+
+
+def test_bucket_and_candidate_caps_are_counted() -> None:
+    mh = _hasher()
+    idx = LSHIndex(mh.scheme, threshold=0.75, max_bucket_size=3, max_candidates=2)
+    s = mh.signature("same text for everyone here")
+    for i in range(5):
+        idx.insert(i, s)
+    st = idx.stats()
+    assert st.largest_bucket == 3
+    assert st.bucket_overflow == 2 * st.bands
+    assert len(idx.query(s)) == 2
+    assert idx.stats().candidate_overflow > 0
+
+
+def test_save_load_roundtrip_and_corruption(tmp_path: os.PathLike[str]) -> None:
+    mh = _hasher()
+    idx = LSHIndex(mh.scheme, threshold=0.75)
+    texts = ["red fox runs very fast", "red fox runs very fast today", "something else entirely"]
+    feats = hash_documents(texts, mh.config)
+    sigs = mh.from_sets(feats)
+    for i, t in enumerate(texts):
+        idx.insert(f"k{i}", sigs[i], feats.get(i))
+    idx.remove("k2")
+    path = os.path.join(tmp_path, "index.ndx")
+    idx.save(path)
+    back = LSHIndex.load(path)
+    assert list(back.keys()) == ["k0", "k1"]
+    assert back.query(sigs[1]) == idx.query(sigs[1])
+    assert back.verify("k0", "k1").jaccard == 0.8
+    raw = bytearray(open(path, "rb").read())
+    raw[len(raw) // 2] ^= 0xFF
+    bad = os.path.join(tmp_path, "bad.ndx")
+    open(bad, "wb").write(bytes(raw))
+    with pytest.raises(CorruptFile, match="checksum"):
+        LSHIndex.load(bad)
+    open(bad, "wb").write(open(path, "rb").read()[:-10])
+    with pytest.raises(CorruptFile):
+        LSHIndex.load(bad)
+
+
+def test_merge_same_scheme_only() -> None:
+    mh = _hasher()
+    a = LSHIndex(mh.scheme, threshold=0.75)
+    b = LSHIndex(mh.scheme, threshold=0.75)
+    s = mh.signature("red fox runs very fast")
+    a.insert("x", s)
+    b.insert("y", s)
+    a.merge(b)
+    assert sorted(map(str, a.keys())) == ["x", "y"]
+    with pytest.raises(InvalidConfig):
+        a.merge(b)
+    other = MinHasher(Config(seed=9, threshold=0.75, shingle=ShingleSpec(kind="word", k=2)))
+    c = LSHIndex(other.scheme, threshold=0.75)
+    with pytest.raises(SchemeMismatch):
+        a.merge(c)
+    with pytest.raises(SchemeMismatch):
+        a.insert("z", other.signature("red fox"))

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup import InvalidConfig, get_normalizer
+from neardup.normalize import NORMALIZERS
+
+
+def test_nfkc_casefold_collapses_and_folds() -> None:
+    n = get_normalizer("nfkc-casefold")
+    assert n("  Ｆｏｘ\tRUNS\n\n Straße ") == "fox runs strasse"
+    assert n.fingerprint.startswith("nfkc-casefold@1/unicode-")
+
+
+def test_raw_is_identity() -> None:
+    assert get_normalizer("raw")("  A\tb ") == "  A\tb "
+
+
+def test_versions() -> None:
+    assert get_normalizer("nfkc@1").version == 1
+    with pytest.raises(InvalidConfig, match="version 9"):
+        get_normalizer("nfkc@9")
+    with pytest.raises(InvalidConfig, match="unknown normalizer"):
+        get_normalizer("lowercase")
+
+
+def test_offsets_point_into_the_original() -> None:
+    n = get_normalizer("nfkc-casefold")
+    original = "  Ｆｏｘ\tRUNS  ﬁne"
+    nt = n.with_offsets(original)
+    assert nt.text == "fox runs fine"
+    s, e = nt.original_span(0, 3)
+    assert original[s:e] == "Ｆｏｘ"
+    s, e = nt.original_span(4, 8)
+    assert original[s:e] == "RUNS"
+    # The ligature ﬁ expands to two characters that both map back to it.
+    s, e = nt.original_span(9, 10)
+    assert original[s:e] == "ﬁ"
+    with pytest.raises(InvalidConfig):
+        nt.original_span(5, 100)
+
+
+@pytest.mark.parametrize("name", NORMALIZERS)
+@given(text=st.text(max_size=60))
+def test_offset_path_equals_fast_path(name: str, text: str) -> None:
+    n = get_normalizer(name)
+    nt = n.with_offsets(text)
+    assert nt.text == n(text)
+    assert len(nt.starts) == len(nt.text) == len(nt.ends)
+    for s, e in zip(nt.starts, nt.ends, strict=True):
+        assert 0 <= s < e <= len(text)
+
+
+@given(text=st.text(max_size=60))
+def test_idempotent(text: str) -> None:
+    for name in ("nfkc-casefold", "nfkc"):
+        n = get_normalizer(name)
+        once = n(text)
+        assert n(n(once)) == n(once)
