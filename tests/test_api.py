@@ -10,16 +10,56 @@ import pytest
 import neardup
 
 EXPECTED = {
-    "BBitSignatures", "BloomFilter", "Cluster", "Config", "CorruptFile", "DedupResult",
-    "Deduplicator", "DocumentTooLarge", "Edge", "EmptyDocument", "HashKey", "InvalidConfig",
-    "LSHIndex", "LSHStats", "Layout", "Match", "MemoryLimitExceeded", "MinHasher",
-    "NeardupError", "NeardupIOError", "NoFeasibleParameters", "NormalizedText", "Normalizer",
-    "PairScores", "SchemeDescriptor", "SchemeMismatch", "ShingleSets", "ShingleSpec",
-    "Signature", "SignatureSet", "__version__", "allpairs_join", "brute_force_pairs",
-    "build_clusters", "candidate_probability", "default_layout",
-    "estimated_memory_per_document", "find_duplicates", "get_normalizer", "hash_documents",
-    "jaccard", "max_documents_in_memory", "optimal_params", "plant_near_duplicates",
-    "shingles", "stdlib_paragraphs", "synthetic_documents", "verify_pairs",
+    "BBitSignatures",
+    "BloomFilter",
+    "CandidatePairs",
+    "candidate_pairs",
+    "Cluster",
+    "Config",
+    "CorruptFile",
+    "DedupResult",
+    "Deduplicator",
+    "DocumentTooLarge",
+    "Edge",
+    "EmptyDocument",
+    "HashKey",
+    "InvalidConfig",
+    "LSHIndex",
+    "LSHStats",
+    "Layout",
+    "Match",
+    "MemoryLimitExceeded",
+    "MinHasher",
+    "NeardupError",
+    "NeardupIOError",
+    "NoFeasibleParameters",
+    "NormalizedText",
+    "Normalizer",
+    "PairScores",
+    "SchemeDescriptor",
+    "SchemeMismatch",
+    "ShingleSets",
+    "ShingleSpec",
+    "Signature",
+    "SignatureSet",
+    "__version__",
+    "allpairs_join",
+    "brute_force_pairs",
+    "build_clusters",
+    "candidate_probability",
+    "default_layout",
+    "estimated_memory_per_document",
+    "find_duplicates",
+    "get_normalizer",
+    "hash_documents",
+    "jaccard",
+    "max_documents_in_memory",
+    "optimal_params",
+    "plant_near_duplicates",
+    "shingles",
+    "stdlib_paragraphs",
+    "synthetic_documents",
+    "verify_pairs",
 }
 
 
@@ -36,18 +76,33 @@ def test_every_public_name_resolves_and_is_documented() -> None:
 
 
 def test_every_exception_is_in_one_tree() -> None:
-    errors = [getattr(neardup, n) for n in neardup.__all__
-              if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)]
+    errors = [
+        getattr(neardup, n)
+        for n in neardup.__all__
+        if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)
+    ]
     assert len(errors) == 9
     for e in errors:
         assert issubclass(e, neardup.NeardupError)
 
 
-@pytest.mark.parametrize("module", [
-    "neardup.normalize", "neardup.hashing", "neardup.minhash", "neardup.lsh", "neardup.verify",
-    "neardup.cluster", "neardup.screen", "neardup.oracle", "neardup.pipeline", "neardup.persist",
-    "neardup.config", "neardup.synth",
-])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "neardup.normalize",
+        "neardup.hashing",
+        "neardup.minhash",
+        "neardup.lsh",
+        "neardup.verify",
+        "neardup.cluster",
+        "neardup.screen",
+        "neardup.oracle",
+        "neardup.pipeline",
+        "neardup.persist",
+        "neardup.config",
+        "neardup.synth",
+    ],
+)
 def test_stage_modules_declare_all(module: str) -> None:
     mod = importlib.import_module(module)
     assert mod.__doc__ and len(mod.__doc__) > 80

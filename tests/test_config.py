@@ -15,24 +15,27 @@ def test_31_rows_in_8_bands_is_rejected_with_value_and_fix() -> None:
     assert info.value.field == "num_perm" and info.value.value == 31
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"threshold": 0.0}, "threshold"),
-    ({"threshold": 1.5}, "threshold"),
-    ({"threshold": True}, "threshold"),
-    ({"num_perm": 0}, "num_perm"),
-    ({"bands": 7}, "num_perm"),
-    ({"bands": 16, "rows": 9}, "bands"),
-    ({"rows": 7}, "rows"),
-    ({"max_candidates": 0}, "max_candidates"),
-    ({"max_bucket_size": 1}, "max_bucket_size"),
-    ({"seed": -1}, "seed"),
-    ({"normalizer": "nope"}, "normalizer"),
-    ({"hash_algorithm": "md5"}, "hash_algorithm"),
-    ({"signature": "simhash"}, "signature"),
-    ({"verify": "maybe"}, "verify"),
-    ({"memory_limit": 10}, "memory_limit"),
-    ({"recall_target": 1.0}, "recall_target"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"threshold": 0.0}, "threshold"),
+        ({"threshold": 1.5}, "threshold"),
+        ({"threshold": True}, "threshold"),
+        ({"num_perm": 0}, "num_perm"),
+        ({"bands": 7}, "num_perm"),
+        ({"bands": 16, "rows": 9}, "bands"),
+        ({"rows": 7}, "rows"),
+        ({"max_candidates": 0}, "max_candidates"),
+        ({"max_bucket_size": 1}, "max_bucket_size"),
+        ({"seed": -1}, "seed"),
+        ({"normalizer": "nope"}, "normalizer"),
+        ({"hash_algorithm": "md5"}, "hash_algorithm"),
+        ({"signature": "simhash"}, "signature"),
+        ({"verify": "maybe"}, "verify"),
+        ({"memory_limit": 10}, "memory_limit"),
+        ({"recall_target": 1.0}, "recall_target"),
+    ],
+)
 def test_invalid_values_are_rejected(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidConfig) as info:
         Config(**kwargs)  # type: ignore[arg-type]
@@ -65,9 +68,14 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
     b, r = Config().layout
     assert Config(bands=b, rows=r).layout == (b, r)
     seen = {Config().fingerprint}
-    for variant in (Config(seed=1), Config(threshold=0.7), Config(num_perm=64),
-                    Config(shingle=ShingleSpec(kind="char", k=5)), Config(signature="oph"),
-                    Config(normalizer="raw")):
+    for variant in (
+        Config(seed=1),
+        Config(threshold=0.7),
+        Config(num_perm=64),
+        Config(shingle=ShingleSpec(kind="char", k=5)),
+        Config(signature="oph"),
+        Config(normalizer="raw"),
+    ):
         assert variant.fingerprint not in seen
         seen.add(variant.fingerprint)
     # Pinned so that an accidental change of the canonical form is noticed.

@@ -31,21 +31,41 @@ def _siphash_ref(key: bytes, msg: bytes) -> int:
 
     k0 = int.from_bytes(key[:8], "little")
     k1 = int.from_bytes(key[8:], "little")
-    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D,
-         k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573]
+    v = [
+        k0 ^ 0x736F6D6570736575,
+        k1 ^ 0x646F72616E646F6D,
+        k0 ^ 0x6C7967656E657261,
+        k1 ^ 0x7465646279746573,
+    ]
 
     def rnd() -> None:
-        v[0] = (v[0] + v[1]) & mask; v[1] = rotl(v[1], 13); v[1] ^= v[0]; v[0] = rotl(v[0], 32)  # noqa: E702
-        v[2] = (v[2] + v[3]) & mask; v[3] = rotl(v[3], 16); v[3] ^= v[2]  # noqa: E702
-        v[0] = (v[0] + v[3]) & mask; v[3] = rotl(v[3], 21); v[3] ^= v[0]  # noqa: E702
-        v[2] = (v[2] + v[1]) & mask; v[1] = rotl(v[1], 17); v[1] ^= v[2]; v[2] = rotl(v[2], 32)  # noqa: E702
+        v[0] = (v[0] + v[1]) & mask
+        v[1] = rotl(v[1], 13)
+        v[1] ^= v[0]
+        v[0] = rotl(v[0], 32)
+        v[2] = (v[2] + v[3]) & mask
+        v[3] = rotl(v[3], 16)
+        v[3] ^= v[2]
+        v[0] = (v[0] + v[3]) & mask
+        v[3] = rotl(v[3], 21)
+        v[3] ^= v[0]
+        v[2] = (v[2] + v[1]) & mask
+        v[1] = rotl(v[1], 17)
+        v[1] ^= v[2]
+        v[2] = rotl(v[2], 32)
 
     blocks = len(msg) // 8
     for i in range(blocks):
         m = int.from_bytes(msg[8 * i : 8 * i + 8], "little")
-        v[3] ^= m; rnd(); rnd(); v[0] ^= m  # noqa: E702
+        v[3] ^= m
+        rnd()
+        rnd()
+        v[0] ^= m
     last = (len(msg) & 0xFF) << 56 | int.from_bytes(msg[8 * blocks :], "little")
-    v[3] ^= last; rnd(); rnd(); v[0] ^= last  # noqa: E702
+    v[3] ^= last
+    rnd()
+    rnd()
+    v[0] ^= last
     v[2] ^= 0xFF
     for _ in range(4):
         rnd()
@@ -65,7 +85,9 @@ def test_siphash_published_vectors() -> None:
 def test_siphash_kernel_matches_reference(data: bytes, key: bytes) -> None:
     arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
     k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
-    assert int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1))) == _siphash_ref(key, data)
+    assert int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1))) == _siphash_ref(
+        key, data
+    )
 
 
 @given(data=st.binary(max_size=100), seed=st.integers(0, 2**64 - 1))
@@ -74,8 +96,12 @@ def test_xxh64_kernel_matches_xxhash(data: bytes, seed: int) -> None:
     assert int(K.xxh64(arr, 0, len(data), np.uint64(seed))) == xxhash.xxh64_intdigest(data, seed)
 
 
-_SPECS = [ShingleSpec(kind="word", k=3), ShingleSpec(kind="char", k=4), ShingleSpec(kind="byte", k=5),
-          ShingleSpec(kind="word", k=1)]
+_SPECS = [
+    ShingleSpec(kind="word", k=3),
+    ShingleSpec(kind="char", k=4),
+    ShingleSpec(kind="byte", k=5),
+    ShingleSpec(kind="word", k=1),
+]
 
 
 @pytest.mark.parametrize("spec", _SPECS, ids=str)
@@ -89,9 +115,17 @@ def test_batch_hashes_equal_python_reference(spec: ShingleSpec, texts: list[str]
         except EmptyDocument:
             assert sets.raw_counts[i] == 0 and sets.get(i).size == 0
             continue
-        expected = sorted({xxhash.xxh64_intdigest(
-            s.encode("utf-8", "surrogatepass") if spec.kind != "byte"
-            else bytes(ord(c) for c in s), 42) for s in ref})
+        expected = sorted(
+            {
+                xxhash.xxh64_intdigest(
+                    s.encode("utf-8", "surrogatepass")
+                    if spec.kind != "byte"
+                    else bytes(ord(c) for c in s),
+                    42,
+                )
+                for s in ref
+            }
+        )
         assert sets.get(i).tolist() == expected
         assert sets.raw_counts[i] == len(ref)
 

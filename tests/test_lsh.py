@@ -31,7 +31,9 @@ def test_candidate_probability_formula() -> None:
 
 
 def test_seed_exercise_optimizer() -> None:
-    lay = optimal_params(near=0.8, far=0.3, recall=0.95, far_budget=20_000, n=1_000_000, max_perm=100)
+    lay = optimal_params(
+        near=0.8, far=0.3, recall=0.95, far_budget=20_000, n=1_000_000, max_perm=100
+    )
     assert (lay.bands, lay.rows) == (8, 5)
     assert lay.p_near >= 0.95 and lay.expected_far_candidates < 20_000
     # Nothing smaller works: exhaustively check every layout with fewer rows.
@@ -39,8 +41,10 @@ def test_seed_exercise_optimizer() -> None:
         for r in range(1, total + 1):
             if total % r == 0:
                 b = total // r
-                ok = candidate_probability(0.8, b, r) >= 0.95 and \
-                    candidate_probability(0.3, b, r) * 1e6 <= 20_000
+                ok = (
+                    candidate_probability(0.8, b, r) >= 0.95
+                    and candidate_probability(0.3, b, r) * 1e6 <= 20_000
+                )
                 assert not ok
 
 
@@ -68,17 +72,23 @@ def _exact_pair_sets(s: float, pairs: int, seed: int, union: int = 200) -> Shing
     vals = rng.integers(0, 2**63, size=(pairs, union), dtype=np.int64).astype(np.uint64)
     chunks = []
     for row in vals:
-        a = np.sort(np.r_[row[:inter], row[inter:inter + a_only]])
-        b = np.sort(np.r_[row[:inter], row[inter + a_only:]])
+        a = np.sort(np.r_[row[:inter], row[inter : inter + a_only]])
+        b = np.sort(np.r_[row[:inter], row[inter + a_only :]])
         chunks += [a, b]
     sizes = np.array([c.size for c in chunks], dtype=np.int64)
     assert sizes.sum() == total
     indptr = np.zeros(sizes.size + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])
     n = sizes.size
-    return ShingleSets(np.concatenate(chunks), indptr, sizes.copy(), np.zeros(n, bool),
-                       np.zeros(n, np.uint64), sizes.copy(),
-                       SchemeDescriptor.from_config(Config()))
+    return ShingleSets(
+        np.concatenate(chunks),
+        indptr,
+        sizes.copy(),
+        np.zeros(n, bool),
+        np.zeros(n, np.uint64),
+        sizes.copy(),
+        SchemeDescriptor.from_config(Config()),
+    )
 
 
 @pytest.mark.parametrize("signature", ["minhash", "oph"])
@@ -87,8 +97,15 @@ def test_measured_candidate_curve_matches_theory(signature: str, s: float) -> No
     cfg = Config(threshold=0.8, signature=signature)  # type: ignore[arg-type]
     bands, rows = cfg.layout
     sets = _exact_pair_sets(s, 5000, seed=int(s * 100))
-    sets = ShingleSets(sets.data, sets.indptr, sets.raw_counts, sets.truncated, sets.content_hash,
-                       sets.byte_lengths, SchemeDescriptor.from_config(cfg))
+    sets = ShingleSets(
+        sets.data,
+        sets.indptr,
+        sets.raw_counts,
+        sets.truncated,
+        sets.content_hash,
+        sets.byte_lengths,
+        SchemeDescriptor.from_config(cfg),
+    )
     keys = MinHasher(cfg).from_sets(sets).band_keys()
     collide = (keys[0::2] == keys[1::2]).any(axis=1).mean()
     assert abs(collide - candidate_probability(s, bands, rows)) <= 0.02
@@ -101,8 +118,14 @@ def _hasher() -> MinHasher:
 def test_worked_example() -> None:
     mh = _hasher()
     idx = LSHIndex(mh.scheme, threshold=0.75)
-    feats = hash_documents(["red fox runs very fast", "red fox runs very fast today",
-                            "database backup completed nightly"], mh.config)
+    feats = hash_documents(
+        [
+            "red fox runs very fast",
+            "red fox runs very fast today",
+            "database backup completed nightly",
+        ],
+        mh.config,
+    )
     sigs = mh.from_sets(feats)
     assert idx.insert("A", sigs[0], feats.get(0)) == []
     assert idx.insert("B", sigs[1], feats.get(1)) == ["A"]
@@ -156,7 +179,7 @@ def test_save_load_roundtrip_and_corruption(tmp_path: os.PathLike[str]) -> None:
     texts = ["red fox runs very fast", "red fox runs very fast today", "something else entirely"]
     feats = hash_documents(texts, mh.config)
     sigs = mh.from_sets(feats)
-    for i, t in enumerate(texts):
+    for i in range(len(texts)):
         idx.insert(f"k{i}", sigs[i], feats.get(i))
     idx.remove("k2")
     path = os.path.join(tmp_path, "index.ndx")

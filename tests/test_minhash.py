@@ -22,14 +22,18 @@ from neardup import (
 from neardup.minhash import permutation_params
 
 
-def _pair_sets(rng: np.random.Generator, inter: int, only_a: int, only_b: int) -> tuple[np.ndarray, np.ndarray]:
+def _pair_sets(
+    rng: np.random.Generator, inter: int, only_a: int, only_b: int
+) -> tuple[np.ndarray, np.ndarray]:
     vals = rng.integers(0, 2**63, size=inter + only_a + only_b, dtype=np.int64).astype(np.uint64)
     vals = np.unique(vals)
     while vals.size < inter + only_a + only_b:  # pragma: no cover - 63-bit collisions
-        vals = np.unique(np.r_[vals, rng.integers(0, 2**63, size=8, dtype=np.int64).astype(np.uint64)])
+        vals = np.unique(
+            np.r_[vals, rng.integers(0, 2**63, size=8, dtype=np.int64).astype(np.uint64)]
+        )
     vals = vals[: inter + only_a + only_b]
     rng.shuffle(vals)
-    common, a_only, b_only = vals[:inter], vals[inter:inter + only_a], vals[inter + only_a:]
+    common, a_only, b_only = vals[:inter], vals[inter : inter + only_a], vals[inter + only_a :]
     return np.r_[common, a_only], np.r_[common, b_only]
 
 
@@ -109,13 +113,25 @@ for sig in ("minhash", "oph"):
 
 
 def test_same_seed_same_bytes_across_processes() -> None:
-    outs = [subprocess.run([sys.executable, "-c", _SCRIPT], capture_output=True, text=True,
-                           check=True).stdout for _ in range(2)]
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", _SCRIPT], capture_output=True, text=True, check=True
+        ).stdout
+        for _ in range(2)
+    ]
     assert outs[0] == outs[1]
     from neardup import synthetic_documents
 
-    here = [hashlib.sha256(MinHasher(Config(seed=11, signature=s)).signatures(  # type: ignore[arg-type]
-        synthetic_documents(50, seed=5)).matrix.tobytes()).hexdigest() for s in ("minhash", "oph")]
+    here = [
+        hashlib.sha256(
+            MinHasher(Config(seed=11, signature=s))
+            .signatures(  # type: ignore[arg-type]
+                synthetic_documents(50, seed=5)
+            )
+            .matrix.tobytes()
+        ).hexdigest()
+        for s in ("minhash", "oph")
+    ]
     assert outs[0].split() == here
 
 

@@ -27,8 +27,10 @@ def _python_pairs(sets, t):  # type: ignore[no-untyped-def]
     return out
 
 
-@given(texts=st.lists(st.text(alphabet="abcd ", max_size=25), min_size=0, max_size=12),
-       t=st.sampled_from([0.2, 0.5, 0.75, 0.8, 1.0]))
+@given(
+    texts=st.lists(st.text(alphabet="abcd ", max_size=25), min_size=0, max_size=12),
+    t=st.sampled_from([0.2, 0.5, 0.75, 0.8, 1.0]),
+)
 def test_brute_force_and_allpairs_equal_python(texts: list[str], t: float) -> None:
     sets = hash_documents(texts, Config(shingle=ShingleSpec(kind="char", k=2)))
     ref = _python_pairs(sets, t)

@@ -20,13 +20,22 @@ from ._errors import (
 from .cluster import Cluster, Edge, build_clusters
 from .config import Config, ShingleSpec
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
-from .lsh import LSHIndex, LSHStats, Layout, candidate_probability, default_layout, optimal_params
+from .lsh import (
+    CandidatePairs,
+    Layout,
+    LSHIndex,
+    LSHStats,
+    candidate_pairs,
+    candidate_probability,
+    default_layout,
+    optimal_params,
+)
 from .minhash import BBitSignatures, MinHasher, Signature, SignatureSet
 from .normalize import NormalizedText, Normalizer, get_normalizer
 from .oracle import allpairs_join, brute_force_pairs
 from .pipeline import (
-    DedupResult,
     Deduplicator,
+    DedupResult,
     Match,
     estimated_memory_per_document,
     find_duplicates,
@@ -41,6 +50,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BBitSignatures",
     "BloomFilter",
+    "CandidatePairs",
     "Cluster",
     "Config",
     "CorruptFile",
@@ -73,6 +83,7 @@ __all__ = [
     "allpairs_join",
     "brute_force_pairs",
     "build_clusters",
+    "candidate_pairs",
     "candidate_probability",
     "default_layout",
     "estimated_memory_per_document",

@@ -716,7 +716,9 @@ def allpairs_join(tokens, indptr, order, threshold, eps):
                     continue
                 stamp[y] = pos
                 n_cand += 1
-                inter = intersect_count(tokens, indptr[x], indptr[x + 1], tokens, indptr[y], indptr[y + 1])
+                inter = intersect_count(
+                    tokens, indptr[x], indptr[x + 1], tokens, indptr[y], indptr[y + 1]
+                )
                 uni = sx + sy - inter
                 if inter / uni >= threshold:
                     if ne >= ra.shape[0]:

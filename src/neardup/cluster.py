@@ -55,9 +55,14 @@ class Edge:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "a": self.a, "b": self.b, "jaccard": self.jaccard, "estimate": self.estimate,
-            "band": self.band, "method": self.method,
-            "intersection": self.intersection, "union": self.union,
+            "a": self.a,
+            "b": self.b,
+            "jaccard": self.jaccard,
+            "estimate": self.estimate,
+            "band": self.band,
+            "method": self.method,
+            "intersection": self.intersection,
+            "union": self.union,
         }
 
 
@@ -75,8 +80,10 @@ class Cluster:
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "cluster": self.id, "representative": self.representative,
-            "members": list(self.members), "edges": [e.to_dict() for e in self.edges],
+            "cluster": self.id,
+            "representative": self.representative,
+            "members": list(self.members),
+            "edges": [e.to_dict() for e in self.edges],
         }
 
 

@@ -67,7 +67,10 @@ class ShingleSpec:
             raise InvalidConfig("shingle.kind", self.kind, "unknown kind", "use word, char or byte")
         _check_int("shingle.k", self.k, 1, 1024, "use a shingle size between 1 and 1024, e.g. 5")
         _check_int(
-            "shingle.max_shingles", self.max_shingles, 1, 1 << 40,
+            "shingle.max_shingles",
+            self.max_shingles,
+            1,
+            1 << 40,
             "use a positive cap such as 1000000",
         )
 
@@ -75,7 +78,9 @@ class ShingleSpec:
     def parse(cls, text: str, *, max_shingles: int = 1_000_000) -> ShingleSpec:
         kind, sep, k = text.partition(":")
         if not sep or not k.isdigit():
-            raise InvalidConfig("shingle", text, "expected KIND:K", "write e.g. word:5, char:5 or byte:8")
+            raise InvalidConfig(
+                "shingle", text, "expected KIND:K", "write e.g. word:5, char:5 or byte:8"
+            )
         if kind not in ("word", "char", "byte"):
             raise InvalidConfig("shingle", text, f"unknown kind {kind!r}", "use word, char or byte")
         return cls(kind=kind, k=int(k), max_shingles=max_shingles)  # type: ignore[arg-type]
@@ -137,7 +142,9 @@ class Config:
         get_normalizer(self.normalizer)
         if not isinstance(self.shingle, ShingleSpec):
             raise InvalidConfig(
-                "shingle", self.shingle, "must be a ShingleSpec",
+                "shingle",
+                self.shingle,
+                "must be a ShingleSpec",
                 "pass ShingleSpec(kind='word', k=5) or ShingleSpec.parse('word:5')",
             )
         if self.hash_algorithm not in ("xxh64", "siphash24"):
@@ -174,19 +181,25 @@ class Config:
             # similarity estimate), but it cannot use more rows than there are.
             if b * r > k:
                 raise InvalidConfig(
-                    "bands", b, f"bands*rows = {b * r} exceeds num_perm={k}",
+                    "bands",
+                    b,
+                    f"bands*rows = {b * r} exceeds num_perm={k}",
                     f"use rows={k // b} or num_perm={b * r}",
                 )
             return
         if b is not None and k % b != 0:
             lo = (k // b) * b
             raise InvalidConfig(
-                "num_perm", k, f"not divisible by bands={b}",
+                "num_perm",
+                k,
+                f"not divisible by bands={b}",
                 f"use num_perm={lo or b} or {lo + b} ({b} bands), or leave bands/rows unset",
             )
         if r is not None and k % r != 0:
             raise InvalidConfig(
-                "rows", r, f"does not divide num_perm={k}",
+                "rows",
+                r,
+                f"does not divide num_perm={k}",
                 f"use num_perm={math.ceil(k / r) * r}, or leave bands/rows unset",
             )
 

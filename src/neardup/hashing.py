@@ -91,7 +91,9 @@ class HashKey:
         """
         if not isinstance(master_secret, bytes) or len(master_secret) < 16:
             raise InvalidConfig(
-                "master_secret", "<hidden>", "must be at least 16 random bytes",
+                "master_secret",
+                "<hidden>",
+                "must be at least 16 random bytes",
                 "generate one with secrets.token_bytes(32) and keep it outside the data directory",
             )
         h = hashlib.blake2b(
@@ -185,7 +187,9 @@ class SchemeDescriptor:
         try:
             return cls(**d)  # type: ignore[arg-type]
         except TypeError as exc:
-            raise InvalidConfig("scheme", d, f"not a scheme descriptor ({exc})", "rebuild it") from exc
+            raise InvalidConfig(
+                "scheme", d, f"not a scheme descriptor ({exc})", "rebuild it"
+            ) from exc
 
     @property
     def fingerprint(self) -> str:
@@ -195,8 +199,16 @@ class SchemeDescriptor:
     def set_fingerprint(self) -> str:
         """Fingerprint of the part that determines shingle-hash sets."""
         d = self.to_dict()
-        keep = ("normalizer", "shingle", "max_shingles", "hash_algorithm", "seed", "key_id",
-                "key_fingerprint", "format_version")
+        keep = (
+            "normalizer",
+            "shingle",
+            "max_shingles",
+            "hash_algorithm",
+            "seed",
+            "key_id",
+            "key_fingerprint",
+            "format_version",
+        )
         return fingerprint({k: d[k] for k in keep})
 
     def require_same(self, other: SchemeDescriptor, what: str = "signatures") -> None:
@@ -211,12 +223,16 @@ class SchemeDescriptor:
 def _check_key(config: Config, key: HashKey | None) -> None:
     if config.hash_algorithm == "siphash24" and key is None:
         raise InvalidConfig(
-            "key", None, "hash_algorithm='siphash24' is keyed and needs a HashKey",
+            "key",
+            None,
+            "hash_algorithm='siphash24' is keyed and needs a HashKey",
             "pass key=HashKey.derive(master_secret, tenant)",
         )
     if config.hash_algorithm == "xxh64" and key is not None:
         raise InvalidConfig(
-            "hash_algorithm", "xxh64", "a key was given but xxh64 is not a keyed PRF",
+            "hash_algorithm",
+            "xxh64",
+            "a key was given but xxh64 is not a keyed PRF",
             "use Config(hash_algorithm='siphash24') with a key",
         )
 
@@ -254,7 +270,7 @@ class ShingleSets:
 
     @property
     def empty(self) -> npt.NDArray[np.bool_]:
-        return self.raw_counts == 0
+        return np.asarray(self.raw_counts == 0, dtype=np.bool_)
 
     def intersection_union(self, i: int, j: int) -> tuple[int, int]:
         a, b = self.get(i), self.get(j)
@@ -271,11 +287,19 @@ class ShingleSets:
         sizes = self.sizes()[idx]
         indptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
         np.cumsum(sizes, out=indptr[1:])
-        data = K.compact_csr(self.data, self.indptr[idx], sizes, indptr) if idx.size else \
-            np.empty(0, np.uint64)
+        data = (
+            K.compact_csr(self.data, self.indptr[idx], sizes, indptr)
+            if idx.size
+            else np.empty(0, np.uint64)
+        )
         return ShingleSets(
-            data, indptr, self.raw_counts[idx], self.truncated[idx], self.content_hash[idx],
-            self.byte_lengths[idx], self.scheme,
+            data,
+            indptr,
+            self.raw_counts[idx],
+            self.truncated[idx],
+            self.content_hash[idx],
+            self.byte_lengths[idx],
+            self.scheme,
         )
 
     def nbytes(self) -> int:
@@ -333,8 +357,17 @@ def _hash_encoded(
     algo, seed, k0, k1 = _algo_params(config, key)
     table = _word_table() if spec.kind == "word" else np.zeros(1, np.uint8)
     padded, counts, raw, trunc, content = K.hash_shingles(
-        buf, offsets, _KIND_CODE[spec.kind], spec.k, spec.max_shingles, algo,
-        np.uint64(seed), np.uint64(k0), np.uint64(k1), table, bound_off,
+        buf,
+        offsets,
+        _KIND_CODE[spec.kind],
+        spec.k,
+        spec.max_shingles,
+        algo,
+        np.uint64(seed),
+        np.uint64(k0),
+        np.uint64(k1),
+        table,
+        bound_off,
     )
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])

@@ -42,12 +42,13 @@ from . import _kernels as K
 from ._errors import InvalidConfig, NoFeasibleParameters
 from .cluster import Cluster, Edge, UnionFind, build_clusters
 from .hashing import SchemeDescriptor
-from .minhash import Signature
+from .minhash import Signature, SignatureSet
 
 __all__ = [
     "LSHIndex",
     "LSHStats",
     "Layout",
+    "candidate_pairs",
     "candidate_probability",
     "default_layout",
     "optimal_params",
@@ -137,12 +138,16 @@ def optimal_params(
     Layout(bands=8, rows=5, p_near=0.958..., p_far=0.0192..., expected_far_candidates=19...)
     """
     if not 0.0 <= far < near <= 1.0:
-        raise InvalidConfig("near/far", (near, far), "need 0 <= far < near <= 1", "e.g. near=0.8, far=0.3")
+        raise InvalidConfig(
+            "near/far", (near, far), "need 0 <= far < near <= 1", "e.g. near=0.8, far=0.3"
+        )
     if not 0.0 < recall < 1.0:
         raise InvalidConfig("recall", recall, "must be in (0, 1)", "e.g. recall=0.95")
     if far_budget <= 0 or n < 1 or max_perm < 1:
         raise InvalidConfig(
-            "far_budget/n/max_perm", (far_budget, n, max_perm), "must be positive",
+            "far_budget/n/max_perm",
+            (far_budget, n, max_perm),
+            "must be positive",
             "e.g. far_budget=20000, n=1000000, max_perm=128",
         )
     best: Layout | None = None
@@ -164,12 +169,59 @@ def optimal_params(
             return best
     hint = (
         f"the best within budget is b={miss.bands}, r={miss.rows} with recall {miss.p_near:.4f}"
-        if miss else "no layout stays within the far-candidate budget"
+        if miss
+        else "no layout stays within the far-candidate budget"
     )
     raise NoFeasibleParameters(
-        "recall", recall, f"no (b, r) with b*r <= {max_perm} meets it ({hint})",
+        "recall",
+        recall,
+        f"no (b, r) with b*r <= {max_perm} meets it ({hint})",
         "raise max_perm or far_budget, lower recall, or move near/far apart",
     )
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class CandidatePairs:
+    """Distinct candidate pairs ``(a[i] < b[i])`` and the first band they collided in."""
+
+    a: npt.NDArray[np.int64]
+    b: npt.NDArray[np.int64]
+    band: npt.NDArray[np.int64]
+    overflow: int
+
+    def __len__(self) -> int:
+        return int(self.a.shape[0])
+
+    def pairs(self) -> set[tuple[int, int]]:
+        return {(int(x), int(y)) for x, y in zip(self.a, self.b, strict=True)}
+
+
+def candidate_pairs(signatures: SignatureSet, *, max_candidates: int = 64) -> CandidatePairs:
+    """Every distinct pair sharing a band (unverified), as the batch path sees them.
+
+    Within a bucket each member is paired with at most ``max_candidates`` preceding
+    members; the pairs this cuts are counted in ``overflow``.
+    """
+    if max_candidates < 1:
+        raise InvalidConfig("max_candidates", max_candidates, "must be >= 1", "use e.g. 64")
+    n = len(signatures)
+    keys = signatures.band_keys()
+    parent = np.arange(n, dtype=np.int64)
+    empty_u64 = np.zeros(1, dtype=np.uint64)
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    a, b, band, _, _, _, _, _, overflow, _ = K.band_join(
+        keys,
+        np.ones(n, dtype=np.bool_),
+        signatures.matrix,
+        empty_u64,
+        indptr,
+        1.0,
+        max_candidates,
+        K.MODE_CANDIDATES,
+        False,
+        parent,
+    )
+    return CandidatePairs(a, b, band, int(overflow))
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,8 +268,10 @@ class LSHIndex:
             raise InvalidConfig("threshold", threshold, "must be in (0, 1]", "use e.g. 0.8")
         if max_bucket_size < 2 or max_candidates < 1:
             raise InvalidConfig(
-                "max_bucket_size/max_candidates", (max_bucket_size, max_candidates),
-                "must be >= 2 and >= 1", "use e.g. 10000 and 1000",
+                "max_bucket_size/max_candidates",
+                (max_bucket_size, max_candidates),
+                "must be >= 2 and >= 1",
+                "use e.g. 10000 and 1000",
             )
         self.scheme = scheme
         self.threshold = float(threshold)
@@ -237,8 +291,11 @@ class LSHIndex:
         return sum(self._alive)
 
     def __contains__(self, key: object) -> bool:
-        pos = self._pos.get(key)  # type: ignore[call-overload]
+        pos = self._pos.get(key)
         return pos is not None and self._alive[pos]
+
+    def __iter__(self) -> Iterator[Hashable]:
+        return self.keys()
 
     def keys(self) -> Iterator[Hashable]:
         return (k for k, alive in zip(self._keys, self._alive, strict=True) if alive)
@@ -282,7 +339,9 @@ class LSHIndex:
         """
         self._check(sig)
         if key in self:
-            raise InvalidConfig("key", key, "is already in the index", "remove it first or use a new key")
+            raise InvalidConfig(
+                "key", key, "is already in the index", "remove it first or use a new key"
+            )
         bkeys = self._band_keys(sig.values)
         cands = self._candidates(bkeys, None)
         pos = len(self._keys)
@@ -325,8 +384,16 @@ class LSHIndex:
             inter = int(K.intersect_count(fa, 0, fa.shape[0], fb, 0, fb.shape[0]))
             union = int(fa.shape[0] + fb.shape[0] - inter)
             j = inter / union if union else 0.0
-            return Edge(a=pa, b=pb, jaccard=j, estimate=est, band=band, method="exact",
-                        intersection=inter, union=union)
+            return Edge(
+                a=pa,
+                b=pb,
+                jaccard=j,
+                estimate=est,
+                band=band,
+                method="exact",
+                intersection=inter,
+                union=union,
+            )
         return Edge(a=pa, b=pb, jaccard=None, estimate=est, band=band, method="estimate")
 
     def _first_band(self, pa: int, pb: int) -> int | None:
@@ -387,9 +454,11 @@ class LSHIndex:
     def merge(self, other: LSHIndex) -> None:
         """Add every live item of ``other`` (same scheme required; keys must not clash)."""
         self.scheme.require_same(other.scheme, "indexes")
-        clash = [k for k in other.keys() if k in self]
+        clash = [k for k in other if k in self]
         if clash:
-            raise InvalidConfig("keys", clash[:5], "present in both indexes", "rename or remove them")
+            raise InvalidConfig(
+                "keys", clash[:5], "present in both indexes", "rename or remove them"
+            )
         for pos, key in enumerate(other._keys):
             if other._alive[pos]:
                 self.insert(key, Signature(other._sigs[pos], other.scheme), other._features[pos])

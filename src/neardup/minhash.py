@@ -55,7 +55,9 @@ def _splitmix64(state: int) -> tuple[int, int]:
     return state, z ^ (z >> 31)
 
 
-def permutation_params(seed: int, num_perm: int) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+def permutation_params(
+    seed: int, num_perm: int
+) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
     """The (a, b) multipliers and offsets of ``num_perm`` permutations for ``seed``.
 
     Pure function: the same (seed, num_perm) gives the same arrays in every process.
@@ -130,7 +132,7 @@ class SignatureSet:
         return Signature(self.matrix[i], self.scheme)
 
     def similarity(self, i: int, j: int) -> float:
-        return float(np.count_nonzero(self.matrix[i] == self.matrix[j])) / self.matrix.shape[1]
+        return float(np.count_nonzero(self.matrix[i] == self.matrix[j])) / int(self.matrix.shape[1])
 
     def band_keys(self, *, seed: int = 0) -> npt.NDArray[np.uint64]:
         """(n, bands) array of 64-bit bucket keys."""
@@ -158,7 +160,9 @@ class BBitSignatures:
     @classmethod
     def from_signatures(cls, sigs: SignatureSet, b: int) -> BBitSignatures:
         if b not in (1, 2, 4, 8):
-            raise InvalidConfig("b", b, "b-bit MinHash supports b in {1, 2, 4, 8}", "use b=1, 2, 4 or 8")
+            raise InvalidConfig(
+                "b", b, "b-bit MinHash supports b in {1, 2, 4, 8}", "use b=1, 2, 4 or 8"
+            )
         low = (sigs.matrix & np.uint32((1 << b) - 1)).astype(np.uint8)
         per = 8 // b
         k = sigs.matrix.shape[1]
@@ -180,7 +184,7 @@ class BBitSignatures:
         """Debiased Jaccard estimate of rows i and j and its standard error."""
         vals = self.unpack()
         e = float(np.count_nonzero(vals[i] == vals[j])) / self.num_perm
-        c = 2.0 ** -self.b
+        c = 2.0**-self.b
         est = min(max((e - c) / (1.0 - c), 0.0), 1.0)
         se = math.sqrt(max(e * (1.0 - e), 0.0) / self.num_perm) / (1.0 - c)
         return est, se

@@ -59,7 +59,9 @@ class NormalizedText:
         """Map the normalized slice ``[start, end)`` to a slice of the original text."""
         if not 0 <= start <= end <= len(self.text):
             raise InvalidConfig(
-                "span", (start, end), f"outside the normalized text of length {len(self.text)}",
+                "span",
+                (start, end),
+                f"outside the normalized text of length {len(self.text)}",
                 "pass 0 <= start <= end <= len(text)",
             )
         if start == end:
@@ -162,11 +164,18 @@ def _space_segments(text: str) -> list[tuple[int, int]]:
 def _make() -> dict[str, Normalizer]:
     return {
         "nfkc-casefold": Normalizer(
-            "nfkc-casefold", 1, _nfkc_casefold, True,
+            "nfkc-casefold",
+            1,
+            _nfkc_casefold,
+            True,
             "Unicode NFKC, full case folding, whitespace runs collapsed to one space, trimmed",
         ),
         "nfkc": Normalizer(
-            "nfkc", 1, _nfkc, True, "Unicode NFKC, whitespace collapsed, case kept",
+            "nfkc",
+            1,
+            _nfkc,
+            True,
+            "Unicode NFKC, whitespace collapsed, case kept",
         ),
         "raw": Normalizer("raw", 1, _identity, False, "the text exactly as given"),
     }
@@ -185,7 +194,9 @@ def get_normalizer(name: str) -> Normalizer:
         raise InvalidConfig("normalizer", name, "unknown normalizer", f"use one of {NORMALIZERS}")
     if version and version != str(norm.version):
         raise InvalidConfig(
-            "normalizer", name, f"version {version} is not available",
+            "normalizer",
+            name,
+            f"version {version} is not available",
             f"use {base}@{norm.version} (the only version this release implements)",
         )
     return norm

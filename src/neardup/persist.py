@@ -61,7 +61,9 @@ def atomic_write(path: str, payload: bytes) -> None:
         raise NeardupIOError(path, exc) from exc
 
 
-def write_container(path: str, kind: str, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]) -> None:
+def write_container(
+    path: str, kind: str, meta: dict[str, Any], arrays: dict[str, npt.NDArray[Any]]
+) -> None:
     specs = []
     blobs = []
     offset = 0
@@ -71,8 +73,15 @@ def write_container(path: str, kind: str, meta: dict[str, Any], arrays: dict[str
         a = a.astype(dt, copy=False)
         raw = a.tobytes()
         pad = (-len(raw)) % 8
-        specs.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape),
-                      "offset": offset, "nbytes": len(raw)})
+        specs.append(
+            {
+                "name": name,
+                "dtype": a.dtype.str,
+                "shape": list(a.shape),
+                "offset": offset,
+                "nbytes": len(raw),
+            }
+        )
         blobs.append(raw + b"\x00" * pad)
         offset += len(raw) + pad
     header = json.dumps({"kind": kind, "meta": meta, "arrays": specs}, sort_keys=True).encode()
@@ -95,7 +104,9 @@ def read_container(path: str, kind: str) -> tuple[dict[str, Any], dict[str, npt.
         raise CorruptFile(path, "checksum mismatch: the file is damaged or truncated")
     version, hlen = struct.unpack("<IQ", body[len(MAGIC) : pre])
     if version != FORMAT_VERSION:
-        raise CorruptFile(path, f"format version {version} is not supported (this build reads {FORMAT_VERSION})")
+        raise CorruptFile(
+            path, f"format version {version} is not supported (this build reads {FORMAT_VERSION})"
+        )
     if pre + hlen > len(body):
         raise CorruptFile(path, "header length past the end of the file")
     try:
@@ -143,10 +154,18 @@ def save_index(index: LSHIndex, path: str) -> None:
         "bucket_overflow": index.bucket_overflow,
         "candidate_overflow": index.candidate_overflow,
     }
-    write_container(path, "lsh-index", meta, {
-        "signatures": sigs, "alive": np.array(index._alive, dtype=np.bool_),
-        "has_features": has_feat, "indptr": indptr, "features": data,
-    })
+    write_container(
+        path,
+        "lsh-index",
+        meta,
+        {
+            "signatures": sigs,
+            "alive": np.array(index._alive, dtype=np.bool_),
+            "has_features": has_feat,
+            "indptr": indptr,
+            "features": data,
+        },
+    )
 
 
 def load_index(path: str) -> LSHIndex:
@@ -156,10 +175,19 @@ def load_index(path: str) -> LSHIndex:
 
     meta, arr = read_container(path, "lsh-index")
     scheme = SchemeDescriptor.from_dict(meta["scheme"])
-    index = LSHIndex(scheme, threshold=meta["threshold"], max_bucket_size=meta["max_bucket_size"],
-                     max_candidates=meta["max_candidates"])
-    sigs, alive, has, indptr, feats = (arr["signatures"], arr["alive"], arr["has_features"],
-                                       arr["indptr"], arr["features"])
+    index = LSHIndex(
+        scheme,
+        threshold=meta["threshold"],
+        max_bucket_size=meta["max_bucket_size"],
+        max_candidates=meta["max_candidates"],
+    )
+    sigs, alive, has, indptr, feats = (
+        arr["signatures"],
+        arr["alive"],
+        arr["has_features"],
+        arr["indptr"],
+        arr["features"],
+    )
     keys = meta["keys"]
     if not (len(keys) == sigs.shape[0] == alive.shape[0] == has.shape[0] == indptr.shape[0] - 1):
         raise CorruptFile(path, "array lengths disagree with the key list")

@@ -51,13 +51,21 @@ from .normalize import get_normalizer
 from .oracle import allpairs_join
 from .screen import BloomFilter
 
-__all__ = ["DedupResult", "Deduplicator", "Match", "estimated_memory_per_document",
-           "find_duplicates", "max_documents_in_memory"]
+__all__ = [
+    "DedupResult",
+    "Deduplicator",
+    "Match",
+    "estimated_memory_per_document",
+    "find_duplicates",
+    "max_documents_in_memory",
+]
 
 _ASSUMED_BYTES_PER_DOC = 2048
 
 
-def estimated_memory_per_document(config: Config, *, avg_bytes: int = _ASSUMED_BYTES_PER_DOC) -> int:
+def estimated_memory_per_document(
+    config: Config, *, avg_bytes: int = _ASSUMED_BYTES_PER_DOC
+) -> int:
     """Planned bytes per document in a batch run with documents of ``avg_bytes``.
 
     Counts the signature (4·k), band keys (8·b), the padded and final shingle-hash
@@ -134,7 +142,9 @@ def _exact_groups(
             first = firsts.setdefault(encoded[m], m)
             if first != m:
                 leaders[m] = False
-                edges.append(Edge(a=first, b=m, jaccard=1.0, estimate=1.0, band=None, method="identical"))
+                edges.append(
+                    Edge(a=first, b=m, jaccard=1.0, estimate=1.0, band=None, method="identical")
+                )
     edges.sort(key=lambda x: (x.a, x.b))
     return edges, leaders
 
@@ -198,8 +208,12 @@ def find_duplicates(
     sub = sets.take(active)
     bands, rows = cfg.layout
     near_edges: list[Edge] = []
-    counters = {"candidate_pairs": 0, "verified_pairs": 0, "candidate_overflow": 0,
-                "skipped_connected": 0}
+    counters = {
+        "candidate_pairs": 0,
+        "verified_pairs": 0,
+        "candidate_overflow": 0,
+        "skipped_connected": 0,
+    }
     sigs: SignatureSet | None = None
     if method == "lsh":
         sigs = MinHasher(cfg, key=key).from_sets(sub)
@@ -211,31 +225,69 @@ def find_duplicates(
         mode = K.MODE_FOREST if edges == "forest" else K.MODE_ALL_EDGES
         parent = np.arange(active.shape[0], dtype=np.int64)
         ea, eb, eband, einter, eunion, ematch, ncand, nver, overflow, skipped = K.band_join(
-            keys, np.ones(active.shape[0], dtype=np.bool_), sigs.matrix, sub.data, sub.indptr,
-            float(cfg.threshold), cfg.max_candidates, mode, cfg.verify == "estimate", parent,
+            keys,
+            np.ones(active.shape[0], dtype=np.bool_),
+            sigs.matrix,
+            sub.data,
+            sub.indptr,
+            float(cfg.threshold),
+            cfg.max_candidates,
+            mode,
+            cfg.verify == "estimate",
+            parent,
         )
-        counters.update(candidate_pairs=int(ncand), verified_pairs=int(nver),
-                        candidate_overflow=int(overflow), skipped_connected=int(skipped))
+        counters.update(
+            candidate_pairs=int(ncand),
+            verified_pairs=int(nver),
+            candidate_overflow=int(overflow),
+            skipped_connected=int(skipped),
+        )
         k = cfg.num_perm
         for a, b, band, inter, union, match in zip(
-            ea.tolist(), eb.tolist(), eband.tolist(), einter.tolist(), eunion.tolist(),
-            ematch.tolist(), strict=True,
+            ea.tolist(),
+            eb.tolist(),
+            eband.tolist(),
+            einter.tolist(),
+            eunion.tolist(),
+            ematch.tolist(),
+            strict=True,
         ):
             exact = inter >= 0
-            near_edges.append(Edge(
-                a=int(active[a]), b=int(active[b]), jaccard=inter / union if exact else None,
-                estimate=match / k, band=band, method="exact" if exact else "estimate",
-                intersection=inter if exact else None, union=union if exact else None,
-            ))
+            near_edges.append(
+                Edge(
+                    a=int(active[a]),
+                    b=int(active[b]),
+                    jaccard=inter / union if exact else None,
+                    estimate=match / k,
+                    band=band,
+                    method="exact" if exact else "estimate",
+                    intersection=inter if exact else None,
+                    union=union if exact else None,
+                )
+            )
         timings["candidates_verify"] = time.perf_counter() - t5
     else:
         pairs = allpairs_join(sub, cfg.threshold)
         counters.update(candidate_pairs=len(pairs), verified_pairs=len(pairs))
-        for a, b, inter, union in zip(pairs.a.tolist(), pairs.b.tolist(),
-                                      pairs.intersection.tolist(), pairs.union.tolist(), strict=True):
-            near_edges.append(Edge(a=int(active[a]), b=int(active[b]), jaccard=inter / union,
-                                   estimate=None, band=None, method="exact",
-                                   intersection=inter, union=union))
+        for a, b, inter, union in zip(
+            pairs.a.tolist(),
+            pairs.b.tolist(),
+            pairs.intersection.tolist(),
+            pairs.union.tolist(),
+            strict=True,
+        ):
+            near_edges.append(
+                Edge(
+                    a=int(active[a]),
+                    b=int(active[b]),
+                    jaccard=inter / union,
+                    estimate=None,
+                    band=None,
+                    method="exact",
+                    intersection=inter,
+                    union=union,
+                )
+            )
         timings["exact_join"] = time.perf_counter() - t3
 
     t6 = time.perf_counter()
@@ -270,7 +322,8 @@ def find_duplicates(
         "rows": rows,
         "num_perm": cfg.num_perm,
         "predicted_recall_at_threshold": candidate_probability(cfg.threshold, bands, rows)
-        if method == "lsh" else 1.0,
+        if method == "lsh"
+        else 1.0,
         **counters,
         "scheme": scheme.to_dict(),
         "scheme_fingerprint": scheme.fingerprint,
@@ -319,14 +372,22 @@ class Deduplicator:
         [('A', 0.8, True)]
     """
 
-    def __init__(self, config: Config | None = None, *, key: HashKey | None = None,
-                 expected_items: int = 100_000) -> None:
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        key: HashKey | None = None,
+        expected_items: int = 100_000,
+    ) -> None:
         self.config = config or Config()
         self.key = key
         self.hasher = MinHasher(self.config, key=key)
-        self.index = LSHIndex(self.hasher.scheme, threshold=self.config.threshold,
-                              max_bucket_size=self.config.max_bucket_size,
-                              max_candidates=max(self.config.max_candidates, 1))
+        self.index = LSHIndex(
+            self.hasher.scheme,
+            threshold=self.config.threshold,
+            max_bucket_size=self.config.max_bucket_size,
+            max_candidates=max(self.config.max_candidates, 1),
+        )
         self.screen = BloomFilter(capacity=max(expected_items, 1), fp_rate=0.001)
         self._by_content: dict[int, list[Hashable]] = {}
         self._normalizer = get_normalizer(self.config.normalizer)

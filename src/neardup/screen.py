@@ -50,7 +50,9 @@ class BloomFilter:
 
     def __init__(self, *, capacity: int, fp_rate: float = 0.001) -> None:
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise InvalidConfig("capacity", capacity, "must be a positive integer", "use e.g. 1000000")
+            raise InvalidConfig(
+                "capacity", capacity, "must be a positive integer", "use e.g. 1000000"
+            )
         if not 0.0 < fp_rate < 0.5:
             raise InvalidConfig("fp_rate", fp_rate, "must be in (0, 0.5)", "use e.g. 0.001")
         bits = math.ceil(-capacity * math.log(fp_rate) / math.log(2) ** 2)
@@ -90,8 +92,15 @@ class BloomFilter:
         return (1.0 - math.exp(-self.num_hashes * n / self.num_bits)) ** self.num_hashes
 
     def to_bytes(self) -> bytes:
-        meta = json.dumps({"capacity": self.capacity, "fp_rate": self.fp_rate, "count": self.count,
-                           "num_bits": self.num_bits, "num_hashes": self.num_hashes}).encode()
+        meta = json.dumps(
+            {
+                "capacity": self.capacity,
+                "fp_rate": self.fp_rate,
+                "count": self.count,
+                "num_bits": self.num_bits,
+                "num_hashes": self.num_hashes,
+            }
+        ).encode()
         body = _MAGIC + struct.pack("<I", len(meta)) + meta + self._words.astype("<u8").tobytes()
         return body + hashlib.blake2b(body, digest_size=32).digest()
 

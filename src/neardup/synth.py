@@ -33,7 +33,9 @@ __all__ = ["plant_near_duplicates", "stdlib_paragraphs", "synthetic_documents"]
 _SPLIT = re.compile(r"\n\s*\n")
 
 
-def stdlib_paragraphs(*, limit: int = 10_000, min_chars: int = 200, max_files: int | None = None) -> list[str]:
+def stdlib_paragraphs(
+    *, limit: int = 10_000, min_chars: int = 200, max_files: int | None = None
+) -> list[str]:
     """Up to ``limit`` distinct paragraphs (>= ``min_chars``) from the stdlib sources."""
     root = Path(os.__file__).parent
     files = sorted(p for p in root.rglob("*.py") if "site-packages" not in p.parts)
@@ -56,7 +58,9 @@ def stdlib_paragraphs(*, limit: int = 10_000, min_chars: int = 200, max_files: i
     return out
 
 
-def synthetic_documents(n: int, *, seed: int, words: int = 120, vocabulary: int = 20_000) -> list[str]:
+def synthetic_documents(
+    n: int, *, seed: int, words: int = 120, vocabulary: int = 20_000
+) -> list[str]:
     """``n`` documents of ``words`` words from a Zipf-like vocabulary of ``vocabulary`` words."""
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(vocabulary)]

@@ -25,7 +25,9 @@ from .hashing import ShingleSets
 __all__ = ["PairScores", "jaccard", "verify_pairs"]
 
 
-def jaccard(a: Iterable[int] | npt.NDArray[np.uint64], b: Iterable[int] | npt.NDArray[np.uint64]) -> float:
+def jaccard(
+    a: Iterable[int] | npt.NDArray[np.uint64], b: Iterable[int] | npt.NDArray[np.uint64]
+) -> float:
     """Exact Jaccard of two collections of hashes (duplicates ignored; 0.0 if both empty)."""
     x = np.unique(np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=np.uint64))
     y = np.unique(np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=np.uint64))

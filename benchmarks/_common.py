@@ -1,0 +1,127 @@
+"""Helpers shared by the benchmark scripts: peer shingling, timing, machine info, JSON."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+WORD = re.compile(r"\w+")
+K = 5
+NUM_PERM = 128
+SEED = 42
+
+_ENV_VARS = (
+    "NUMBA_NUM_THREADS",
+    "NUMBA_THREADING_LAYER",
+    "NUMBA_CACHE_DIR",
+    "RAYON_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_CORETYPE",
+)
+
+
+def py_shingles(text: str, k: int = K) -> list[str]:
+    """Word k-grams as users build them for datasketch/rensa: ``\\w+`` tokens of the
+    casefolded text joined by one space (one shingle of all tokens when fewer than k)."""
+    toks = WORD.findall(text.casefold())
+    if len(toks) < k:
+        return [" ".join(toks)] if toks else []
+    return [" ".join(toks[i : i + k]) for i in range(len(toks) - k + 1)]
+
+
+def utf8_bytes(texts: list[str]) -> int:
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+
+
+def timed(fn: Callable[[], object]) -> float:
+    """Seconds for one call, GC collected before and disabled during (as ``timeit`` does)."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    finally:
+        gc.enable()
+
+
+def summarize(runs: list[float], n_docs: int, n_bytes: int) -> dict[str, Any]:
+    best = min(runs)
+    med = statistics.median(runs)
+    return {
+        "n_docs": n_docs,
+        "bytes": n_bytes,
+        "best_s": round(best, 6),
+        "median_s": round(med, 6),
+        "runs_s": [round(r, 6) for r in runs],
+        "docs_per_s": round(n_docs / best, 1) if best > 0 else None,
+        "docs_per_s_median": round(n_docs / med, 1) if med > 0 else None,
+        "mb_per_s": round(n_bytes / best / 1e6, 3) if best > 0 else None,
+        "mb_per_s_median": round(n_bytes / med / 1e6, 3) if med > 0 else None,
+    }
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def machine_info() -> dict[str, Any]:
+    import numba
+
+    info: dict[str, Any] = {
+        "cpu_model": _cpu_model(),
+        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cpu_count": os.cpu_count(),
+        "mem_total_gib": _mem_total_gib(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "numba_num_threads": numba.get_num_threads(),
+        "versions": {
+            name: _version(name) for name in ("neardup", "numpy", "numba", "rensa", "datasketch")
+        },
+        "env": {v: os.environ[v] for v in _ENV_VARS if v in os.environ},
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if hasattr(os, "getloadavg"):
+        info["loadavg_at_start"] = [round(x, 2) for x in os.getloadavg()]
+    return info
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
