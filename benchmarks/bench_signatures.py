@@ -390,15 +390,6 @@ def main(argv: list[str] | None = None) -> int:
         "corpora": {},
     }
 
-    # First-call cost in fresh processes (before this process loads anything heavy).
-    first: dict[str, Any] = {"warm_numba_cache": _run_worker(["--worker", "first-call"], {})}
-    if not a.no_cold_jit:
-        with tempfile.TemporaryDirectory(prefix="neardup-numba-cold-") as cache:
-            first["cold_numba_cache"] = _run_worker(
-                ["--worker", "first-call"], {"NUMBA_CACHE_DIR": cache}
-            )
-    results["first_call"] = first
-
     corpora = load_corpora(a.docs)
     for cname, texts in corpora.items():
         print(f"[{cname}] {len(texts)} docs", file=sys.stderr, flush=True)
@@ -423,6 +414,17 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name in sorted(res):
             print(f"  {name:48s} {res[name]['docs_per_s']:>12,.0f} docs/s", file=sys.stderr)
+
+    # First-call cost in fresh processes: with the on-disk numba cache that the runs
+    # above have just filled, and with an empty cache (a true cold compile).
+    print("[first-call subprocesses]", file=sys.stderr, flush=True)
+    first: dict[str, Any] = {"warm_numba_cache": _run_worker(["--worker", "first-call"], {})}
+    if not a.no_cold_jit:
+        with tempfile.TemporaryDirectory(prefix="neardup-numba-cold-") as cache:
+            first["cold_numba_cache"] = _run_worker(
+                ["--worker", "first-call"], {"NUMBA_CACHE_DIR": cache}
+            )
+    results["first_call"] = first
 
     if not a.no_single_thread:
         print("[single-thread subprocess]", file=sys.stderr, flush=True)

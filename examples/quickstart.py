@@ -38,21 +38,33 @@ def main() -> None:
     print(f"documents in:        {st['documents_in']}")
     print(f"documents kept:      {st['documents_out']}")
     print(f"exact duplicates:    {st['exact_duplicates']}")
-    print(f"near duplicates:     {st['near_duplicates']}  (verified exactly, J >= {config.threshold})")
+    print(
+        f"near duplicates:     {st['near_duplicates']}  (verified exactly, J >= {config.threshold})"
+    )
     print(f"clusters:            {st['clusters']}  sizes {st['cluster_size_histogram']}")
     print(f"empty / too large:   {st['empty']} / {st['too_large']}")
-    print(f"LSH layout:          {bands} bands x {rows} rows; candidate probability at "
-          f"J=0.8: {candidate_probability(0.8, bands, rows):.4f}, at J=0.5: "
-          f"{candidate_probability(0.5, bands, rows):.3f}")
-    print(f"candidates verified: {st['verified_pairs']} (of {st['candidate_pairs']} candidate pairs)")
+    print(
+        f"LSH layout:          {bands} bands x {rows} rows; candidate probability at "
+        f"J=0.8: {candidate_probability(0.8, bands, rows):.4f}, at J=0.5: "
+        f"{candidate_probability(0.5, bands, rows):.3f}"
+    )
+    print(
+        f"candidates verified: {st['verified_pairs']} (of {st['candidate_pairs']} candidate pairs)"
+    )
     print(f"scheme fingerprint:  {st['scheme_fingerprint']}  config {st['config_fingerprint']}")
     print(f"time:                {st['timings_s']['total']:.3f} s")
     print()
     for c in sorted(result.clusters, key=lambda c: -len(c))[:3]:
-        print(f"cluster {c.id}: representative {ids[c.representative]}, "
-              f"{len(c)} members: {', '.join(ids[m] for m in c.members)}")
+        print(
+            f"cluster {c.id}: representative {ids[c.representative]}, "
+            f"{len(c)} members: {', '.join(ids[m] for m in c.members)}"
+        )
         for e in c.edges:
-            score = "identical" if e.method == "identical" else f"J={e.jaccard:.3f} est={e.estimate:.3f} band={e.band}"
+            score = (
+                "identical"
+                if e.method == "identical"
+                else f"J={e.jaccard:.3f} est={e.estimate:.3f} band={e.band}"
+            )
             print(f"    {ids[e.a]} -- {ids[e.b]}: {score}")
 
     # The online face of the same engine: add items one at a time, ask before adding.
@@ -62,8 +74,10 @@ def main() -> None:
     probe = texts[result.duplicates[0]] if len(result.duplicates) else texts[0]
     matches = catalogue.query(probe)
     print()
-    print("online query of a known duplicate:",
-          [(m.key, round(m.jaccard or 0.0, 3), m.duplicate) for m in matches[:3]])
+    print(
+        "online query of a known duplicate:",
+        [(m.key, round(m.jaccard or 0.0, 3), m.duplicate) for m in matches[:3]],
+    )
 
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "clusters.jsonl"), "w", encoding="utf-8") as fh:

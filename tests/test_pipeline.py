@@ -23,9 +23,7 @@ from neardup import (
     brute_force_pairs,
     build_clusters,
     candidate_pairs,
-    estimated_memory_per_document,
     find_duplicates,
-    max_documents_in_memory,
     plant_near_duplicates,
     stdlib_paragraphs,
     synthetic_documents,
@@ -150,6 +148,9 @@ def test_exact_duplicates_empties_and_limits_are_reported() -> None:
         d.add("big", "x" * 50)
     d.add("a", docs[0])
     assert d.seen_exact(docs[1]) and not d.seen_exact("some other text")
+    (m,) = d.add("b", docs[1])
+    assert (m.key, m.method, m.jaccard, m.duplicate) == ("a", "identical", 1.0, True)
+    assert len(d) == 2
 
 
 def test_representative_rules() -> None:
@@ -171,9 +172,9 @@ def test_estimate_verification_is_labelled() -> None:
 
 def test_memory_limit_checked_before_allocating() -> None:
     cfg = Config(memory_limit=1 << 20)
-    per = estimated_memory_per_document(cfg, avg_bytes=1000)
+    per = cfg.estimated_memory_per_document(avg_bytes=1000)
     assert per > 4 * cfg.num_perm
-    assert max_documents_in_memory(cfg, avg_bytes=1000) == (1 << 20) // per
+    assert cfg.max_documents_in_memory(avg_bytes=1000) == (1 << 20) // per
     with pytest.raises(MemoryLimitExceeded, match="fix:"):
         find_duplicates(["word " * 200] * 2000, config=cfg)
 

@@ -37,9 +37,7 @@ from .pipeline import (
     Deduplicator,
     DedupResult,
     Match,
-    estimated_memory_per_document,
     find_duplicates,
-    max_documents_in_memory,
 )
 from .screen import BloomFilter
 from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
@@ -86,12 +84,10 @@ __all__ = [
     "candidate_pairs",
     "candidate_probability",
     "default_layout",
-    "estimated_memory_per_document",
     "find_duplicates",
     "get_normalizer",
     "hash_documents",
     "jaccard",
-    "max_documents_in_memory",
     "optimal_params",
     "plant_near_duplicates",
     "shingles",

@@ -214,6 +214,21 @@ class Config:
 
         return default_layout(self.threshold, self.num_perm, recall=self.recall_target)
 
+    def estimated_memory_per_document(self, *, avg_bytes: int = 2048) -> int:
+        """Planned bytes per document of ``avg_bytes`` in a batch run.
+
+        Counts the signature (4·k), band keys (8·b), the padded and final
+        shingle-hash buffers (up to 16 bytes per text byte), the text itself and
+        per-document bookkeeping.
+        """
+        bands, _ = self.layout
+        shingles = min(max(avg_bytes, 1), self.shingle.max_shingles)
+        return 4 * self.num_perm + 8 * bands + 16 * shingles + avg_bytes + 96
+
+    def max_documents_in_memory(self, *, avg_bytes: int = 2048) -> int:
+        """How many documents of ``avg_bytes`` fit in ``memory_limit``."""
+        return self.memory_limit // self.estimated_memory_per_document(avg_bytes=avg_bytes)
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["bands"], d["rows"] = self.layout

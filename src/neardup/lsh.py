@@ -32,7 +32,7 @@ Example (the worked example of the design notes):
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +53,33 @@ __all__ = [
     "default_layout",
     "optimal_params",
 ]
+
+
+def _score_pair(
+    pa: int,
+    sa: npt.NDArray[np.uint32],
+    fa: npt.NDArray[np.uint64] | None,
+    pb: int,
+    sb: npt.NDArray[np.uint32],
+    fb: npt.NDArray[np.uint64] | None,
+    band: int | None,
+) -> Edge:
+    est = float(np.count_nonzero(sa == sb)) / int(sa.shape[0])
+    if fa is not None and fb is not None:
+        inter = int(K.intersect_count(fa, 0, fa.shape[0], fb, 0, fb.shape[0]))
+        union = int(fa.shape[0] + fb.shape[0] - inter)
+        j = inter / union if union else 0.0
+        return Edge(
+            a=pa,
+            b=pb,
+            jaccard=j,
+            estimate=est,
+            band=band,
+            method="exact",
+            intersection=inter,
+            union=union,
+        )
+    return Edge(a=pa, b=pb, jaccard=None, estimate=est, band=band, method="estimate")
 
 
 def candidate_probability(s: float, bands: int, rows: int) -> float:
@@ -377,24 +404,39 @@ class LSHIndex:
         return self._score(min(pa, pb), max(pa, pb), None)
 
     def _score(self, pa: int, pb: int, band: int | None) -> Edge:
-        sa, sb = self._sigs[pa], self._sigs[pb]
-        est = float(np.count_nonzero(sa == sb)) / sa.shape[0]
-        fa, fb = self._features[pa], self._features[pb]
-        if fa is not None and fb is not None:
-            inter = int(K.intersect_count(fa, 0, fa.shape[0], fb, 0, fb.shape[0]))
-            union = int(fa.shape[0] + fb.shape[0] - inter)
-            j = inter / union if union else 0.0
-            return Edge(
-                a=pa,
-                b=pb,
-                jaccard=j,
-                estimate=est,
-                band=band,
-                method="exact",
-                intersection=inter,
-                union=union,
+        return _score_pair(
+            pa, self._sigs[pa], self._features[pa], pb, self._sigs[pb], self._features[pb], band
+        )
+
+    def query_verified(
+        self,
+        sig: Signature,
+        features: npt.NDArray[np.uint64] | None,
+        *,
+        limit: int | None = None,
+        extra: Iterable[Hashable] = (),
+    ) -> list[tuple[Hashable, Edge]]:
+        """Candidates of ``sig`` (plus the live keys in ``extra``), each scored.
+
+        The score is exact when ``features`` and the stored item's features are both
+        present, else the signature estimate (``Edge.method`` says which).  In the
+        returned edges ``a`` is -1 (the query) and ``b`` the stored position.
+        """
+        self._check(sig)
+        positions = self._candidates(self._band_keys(sig.values), limit)
+        seen = set(positions)
+        for key in extra:
+            pos = self._pos.get(key)
+            if pos is not None and self._alive[pos] and pos not in seen:
+                positions.append(pos)
+                seen.add(pos)
+        return [
+            (
+                self._keys[p],
+                _score_pair(-1, sig.values, features, p, self._sigs[p], self._features[p], None),
             )
-        return Edge(a=pa, b=pb, jaccard=None, estimate=est, band=band, method="estimate")
+            for p in positions
+        ]
 
     def _first_band(self, pa: int, pb: int) -> int | None:
         ka, kb = self._band_keys(self._sigs[pa]), self._band_keys(self._sigs[pb])

@@ -55,30 +55,8 @@ __all__ = [
     "DedupResult",
     "Deduplicator",
     "Match",
-    "estimated_memory_per_document",
     "find_duplicates",
-    "max_documents_in_memory",
 ]
-
-_ASSUMED_BYTES_PER_DOC = 2048
-
-
-def estimated_memory_per_document(
-    config: Config, *, avg_bytes: int = _ASSUMED_BYTES_PER_DOC
-) -> int:
-    """Planned bytes per document in a batch run with documents of ``avg_bytes``.
-
-    Counts the signature (4·k), band keys (8·b), the padded and final shingle-hash
-    buffers (up to 16 bytes per text byte), the text itself and per-document arrays.
-    """
-    bands, _ = config.layout
-    shingles = min(avg_bytes, config.shingle.max_shingles)
-    return 4 * config.num_perm + 8 * bands + 16 * shingles + avg_bytes + 96
-
-
-def max_documents_in_memory(config: Config, *, avg_bytes: int = _ASSUMED_BYTES_PER_DOC) -> int:
-    """How many documents of ``avg_bytes`` fit in ``config.memory_limit``."""
-    return config.memory_limit // estimated_memory_per_document(config, avg_bytes=avg_bytes)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -184,7 +162,7 @@ def find_duplicates(
     n = len(encoded)
     total_bytes = sum(len(e) for e in encoded)
     avg = total_bytes // n if n else 0
-    planned = n * estimated_memory_per_document(cfg, avg_bytes=max(avg, 1))
+    planned = n * cfg.estimated_memory_per_document(avg_bytes=max(avg, 1))
     if planned > cfg.memory_limit:
         raise MemoryLimitExceeded(planned, cfg.memory_limit, f"deduplicating {n:,} documents")
     timings["normalize"] = time.perf_counter() - t0
@@ -402,20 +380,24 @@ class Deduplicator:
         return sets, self.hasher.from_sets(sets)[0]
 
     def _matches(self, sets: ShingleSets, sig: Signature, limit: int | None) -> list[Match]:
-        feats = sets.get(0)
+        h = int(sets.content_hash[0])
+        # The Bloom screen answers "definitely unseen" for most new content, so the
+        # exact-content table is consulted only for possible repeats.
+        same = self._by_content.get(h, []) if h in self.screen else []
+        scored = self.index.query_verified(sig, sets.get(0), limit=limit, extra=same)
         out: list[Match] = []
-        for cand in self.index.query(sig, limit=limit):
-            pos = self.index._pos[cand]
-            f = self.index._features[pos]
-            other = self.index._sigs[pos]
-            est = float(np.count_nonzero(other == sig.values)) / other.shape[0]
-            if f is None:  # pragma: no cover - the Deduplicator always stores features
-                out.append(Match(cand, None, est, "estimate", est >= self.config.threshold))
-                continue
-            inter = int(K.intersect_count(feats, 0, feats.shape[0], f, 0, f.shape[0]))
-            union = feats.shape[0] + f.shape[0] - inter
-            j = inter / union
-            out.append(Match(cand, j, est, "exact", j >= self.config.threshold))
+        for key, e in scored:
+            score = e.jaccard if e.jaccard is not None else e.estimate
+            method = "identical" if key in same and e.jaccard == 1.0 else e.method
+            out.append(
+                Match(
+                    key,
+                    e.jaccard,
+                    e.estimate or 0.0,
+                    method,
+                    score is not None and score >= self.config.threshold,
+                )
+            )
         out.sort(key=lambda m: (-(m.jaccard or 0.0), str(m.key)))
         return out
 
