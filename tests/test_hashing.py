@@ -96,6 +96,31 @@ def test_xxh64_kernel_matches_xxhash(data: bytes, seed: int) -> None:
     assert int(K.xxh64(arr, 0, len(data), np.uint64(seed))) == xxhash.xxh64_intdigest(data, seed)
 
 
+_M = (1 << 64) - 1
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _M
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _M
+    return h ^ (h >> 33)
+
+
+def _ref_hash(shingle: str, kind: str, seed: int = 42) -> int:
+    """Independent Python definition of the shingle hash."""
+    if kind == "byte":
+        return xxhash.xxh64_intdigest(bytes(ord(c) for c in shingle), seed)
+    if kind == "char":
+        return xxhash.xxh64_intdigest(shingle.encode("utf-8", "surrogatepass"), seed)
+    toks = shingle.split(" ")
+    acc = 2870177450012600261 ^ len(toks)
+    for t in toks:
+        th = xxhash.xxh64_intdigest(t.encode("utf-8", "surrogatepass"), seed)
+        acc = _fmix64((((acc ^ th) * 11400714785074694791) + 9650029242287828579) & _M)
+    return acc
+
+
 _SPECS = [
     ShingleSpec(kind="word", k=3),
     ShingleSpec(kind="char", k=4),
@@ -115,17 +140,7 @@ def test_batch_hashes_equal_python_reference(spec: ShingleSpec, texts: list[str]
         except EmptyDocument:
             assert sets.raw_counts[i] == 0 and sets.get(i).size == 0
             continue
-        expected = sorted(
-            {
-                xxhash.xxh64_intdigest(
-                    s.encode("utf-8", "surrogatepass")
-                    if spec.kind != "byte"
-                    else bytes(ord(c) for c in s),
-                    42,
-                )
-                for s in ref
-            }
-        )
+        expected = sorted({_ref_hash(sh, spec.kind) for sh in ref})
         assert sets.get(i).tolist() == expected
         assert sets.raw_counts[i] == len(ref)
 
@@ -195,3 +210,21 @@ def test_sets_take_and_jaccard() -> None:
     assert sets.jaccard(0, 1) == pytest.approx(5 / 7)
     sub = sets.take([2, 0])
     assert len(sub) == 2 and sub.get(1).tolist() == sets.get(0).tolist()
+
+
+@pytest.mark.parametrize("spec", _SPECS, ids=str)
+def test_single_shingle_api_matches_batch(spec: ShingleSpec) -> None:
+    cfg = Config(shingle=spec)
+    text = "Über naïve café — 東京 2024 red fox runs"
+    expected = (
+        sorted({hash_shingle(s, cfg) for s in shingles(text, spec)})
+        if spec.kind != "byte"
+        else sorted({hash_shingle(bytes(ord(c) for c in s), cfg) for s in shingles(text, spec)})
+    )
+    assert hash_documents([text], cfg).get(0).tolist() == expected
+
+
+def test_word_ngrams_are_order_sensitive() -> None:
+    cfg = Config(shingle=ShingleSpec(kind="word", k=2))
+    assert hash_shingle("red fox", cfg) != hash_shingle("fox red", cfg)
+    assert hash_shingle("red fox", cfg) != hash_shingle("redfox", cfg)

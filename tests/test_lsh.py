@@ -155,6 +155,7 @@ def test_tombstone_never_returned_and_stats() -> None:
     st = idx.stats()
     assert st.documents == 1 and st.tombstoned == 1 and st.largest_bucket == 1
     assert st.predicted_recall == pytest.approx(candidate_probability(0.75, st.bands, st.rows))
+    assert 0.0 < st.predicted_fp_rate < st.predicted_recall
     # Without features verification falls back to the estimate, labelled as such.
     idx.insert("c", s)
     assert idx.verify("b", "c").method == "estimate"

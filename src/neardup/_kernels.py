@@ -190,6 +190,21 @@ def fmix64(h):
     return h
 
 
+@njit(inline="always", cache=True)
+def combine_tokens(th, start, span):
+    """Hash of the word n-gram whose token hashes are ``th[start:start+span]``.
+
+    ``acc = fmix64((acc ^ t) * P1 + P4)`` per token from ``acc = P5 ^ span``: each
+    step is a bijection of ``acc`` for a fixed token, so n-grams that differ only in
+    their last token never collide, and distinct n-grams collide with probability
+    about 2**-64 when the token hashes are unpredictable (the keyed scheme).
+    """
+    acc = _P5 ^ U64(span)
+    for t in range(start, start + span):
+        acc = fmix64((acc ^ th[t]) * _P1 + _P4)
+    return acc
+
+
 @njit(cache=True)
 def _utf8_len(b0):
     if b0 < 0x80:
@@ -284,17 +299,14 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     if trunc:
         nsh = max_sh
     span = k if ntok >= k else ntok
-    scratch = np.empty(nbytes + span, dtype=np.uint8)
+    # Each token is hashed once; an n-gram's hash chains its tokens' hashes through
+    # a bijective mix, so the cost per shingle is O(n) mixes, not O(bytes).
+    last = nsh + span - 1
+    th = np.empty(last, dtype=np.uint64)
+    for t in range(last):
+        th[t] = _hash(buf, tstart[t], tend[t] - tstart[t], algo, seed, k0, k1)
     for i in range(nsh):
-        w = 0
-        for t in range(i, i + span):
-            if t > i:
-                scratch[w] = 0x20
-                w += 1
-            for q in range(tstart[t], tend[t]):
-                scratch[w] = buf[q]
-                w += 1
-        out[o + i] = _hash(scratch, 0, w, algo, seed, k0, k1)
+        out[o + i] = combine_tokens(th, i, span)
     return nsh, trunc
 
 

@@ -9,10 +9,12 @@ Two schemes:
   derived per tenant and scheme version (:meth:`HashKey.derive`).  Without the
   key an attacker cannot predict or collide hashes; use it for untrusted input.
 
-Canonical shingle bytes: for ``byte`` k-grams the k bytes of the normalized UTF-8
-text; for ``char`` n-grams the UTF-8 of n consecutive code points; for ``word``
-n-grams the n tokens joined by one ASCII space.  So the hash of a shingle equals
-``xxhash.xxh64_intdigest(shingle.encode(), seed)`` — a property the tests check.
+Shingle hashes: a ``byte`` k-gram hashes its k bytes of normalized UTF-8 text and
+a ``char`` n-gram the UTF-8 of its n code points, so for them the hash equals
+``xxhash.xxh64_intdigest(shingle.encode(), seed)``.  A ``word`` n-gram hashes each
+token once and chains the n token hashes through a bijective 64-bit mix
+(``_kernels.combine_tokens``), which costs O(n) per shingle instead of O(bytes).
+The tests check both definitions against independent Python references.
 
 The batch path (:func:`hash_documents`) concatenates the UTF-8 of every document
 into one buffer and runs one compiled kernel over it: no Python object is created
@@ -399,11 +401,21 @@ def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold")
     return out[: spec.max_shingles]
 
 
-def hash_shingle(shingle: str | bytes, config: Config, *, key: HashKey | None = None) -> int:
-    """The 64-bit hash of one canonical shingle, as the batch kernel computes it."""
-    data = shingle if isinstance(shingle, bytes) else _encode(shingle)
+def _hash_bytes(data: bytes, algo: int, seed: int, k0: int, k1: int) -> int:
     arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
-    algo, seed, k0, k1 = _algo_params(config, key)
     if algo == K.ALGO_SIPHASH24:
         return int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1)))
     return int(K.xxh64(arr, 0, len(data), np.uint64(seed)))
+
+
+def hash_shingle(shingle: str | bytes, config: Config, *, key: HashKey | None = None) -> int:
+    """The 64-bit hash of one shingle (as :func:`shingles` returns it), as the batch
+    kernel computes it.  For word shingles the tokens are separated by one space."""
+    algo, seed, k0, k1 = _algo_params(config, key)
+    if config.shingle.kind != "word":
+        data = shingle if isinstance(shingle, bytes) else _encode(shingle)
+        return _hash_bytes(data, algo, seed, k0, k1)
+    text = shingle.decode("utf-8", "surrogatepass") if isinstance(shingle, bytes) else shingle
+    toks = text.split(" ")
+    th = np.array([_hash_bytes(_encode(t), algo, seed, k0, k1) for t in toks], dtype=np.uint64)
+    return int(K.combine_tokens(th, 0, len(toks)))

@@ -265,6 +265,9 @@ class LSHStats:
     candidate_overflow: int
     threshold: float
     predicted_recall: float
+    predicted_fp_rate: float
+    """Mean candidate probability of pairs below the threshold (s uniform in [0, t)):
+    the share of sub-threshold pairs that cost a verification."""
     predicted_fp_rate_at_half_threshold: float
 
 
@@ -489,6 +492,7 @@ class LSHIndex:
             candidate_overflow=self.candidate_overflow,
             threshold=self.threshold,
             predicted_recall=candidate_probability(self.threshold, b, r),
+            predicted_fp_rate=_fp_mass(self.threshold, b, r) / self.threshold,
             predicted_fp_rate_at_half_threshold=candidate_probability(self.threshold / 2, b, r),
         )
 
