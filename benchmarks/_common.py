@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -99,12 +101,52 @@ def _mem_total_gib() -> float | None:
     return None
 
 
+def neardup_source() -> dict[str, Any]:
+    """Digest of neardup's source files and, when in a git checkout, the commit.
+
+    Recorded at the start and the end of a run so that results measured while the
+    library was being edited are flagged (``source_changed_during_run``).
+    """
+    import neardup
+
+    root = Path(neardup.__file__).resolve().parent
+    h = hashlib.sha256()
+    for f in sorted(root.glob("*.py")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    out: dict[str, Any] = {"sha256": h.hexdigest()[:16]}
+    try:
+        git = ["git", "-C", str(root)]
+        out["git_commit"] = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        out["git_dirty"] = bool(dirty)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return out
+
+
+def finish(results: dict[str, Any], start_source: dict[str, Any]) -> None:
+    """End-of-run bookkeeping: load average and whether neardup changed meanwhile."""
+    end = neardup_source()
+    results["machine"]["neardup_source_at_end"] = end
+    results["source_changed_during_run"] = end.get("sha256") != start_source.get("sha256")
+    if results["source_changed_during_run"]:
+        print("WARNING: neardup's source changed during the run; rerun", file=sys.stderr)
+    if hasattr(os, "getloadavg"):
+        results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+
+
 def machine_info() -> dict[str, Any]:
     import numba
 
     info: dict[str, Any] = {
         "cpu_model": _cpu_model(),
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "nproc": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "cpu_count": os.cpu_count(),
         "mem_total_gib": _mem_total_gib(),
         "platform": platform.platform(),
@@ -116,6 +158,7 @@ def machine_info() -> dict[str, Any]:
         },
         "env": {v: os.environ[v] for v in _ENV_VARS if v in os.environ},
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "neardup_source_at_start": neardup_source(),
     }
     if hasattr(os, "getloadavg"):
         info["loadavg_at_start"] = [round(x, 2) for x in os.getloadavg()]

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import NUM_PERM, SEED, machine_info, py_shingles, write_json
+from _common import NUM_PERM, SEED, finish, machine_info, py_shingles, write_json
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "recall.json"
@@ -219,7 +218,8 @@ def run_neardup(
             comp[m] = c.representative
     # duplicate_of and clusters must tell the same story.
     consistent = all(
-        (res.duplicate_of[m] == -1) == (m == c.representative) for c in res.clusters for m in c.members
+        (res.duplicate_of[m] == -1) == (m == c.representative)
+        for c in res.clusters for m in c.members
     )
     st = res.stats
     info = {
@@ -238,7 +238,31 @@ def run_neardup(
         "time_s": round(wall, 4),
         "timings_s": st["timings_s"],
     }
+    info["_cfg"] = cfg
     return info, direct, expanded, comp
+
+
+def explain_misses(
+    cfg: Any, sets: Any, truth: dict[Pair, float], comp: np.ndarray, limit: int = 20
+) -> list[dict[str, Any]]:
+    """Truth pairs that neardup left in different clusters: score, agreement, band hits."""
+    from neardup import MinHasher, candidate_probability
+
+    missed = [p for p in truth if comp[p[0]] != comp[p[1]]][:limit]
+    if not missed:
+        return []
+    sig = MinHasher(cfg).from_sets(sets).matrix
+    bands, rows = cfg.layout
+    out = []
+    for x, y in missed:
+        agree = sig[x] == sig[y]
+        hits = sum(bool(agree[i * rows : (i + 1) * rows].all()) for i in range(bands))
+        out.append({
+            "a": x, "b": y, "jaccard": round(truth[(x, y)], 6),
+            "signature_agreement": round(float(agree.mean()), 6), "band_collisions": hits,
+            "candidate_probability_at_j": round(candidate_probability(truth[(x, y)], bands, rows), 6),
+        })
+    return out
 
 
 def run_datasketch(
@@ -331,7 +355,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="tiny corpus for a CI smoke test")
     p.add_argument("--cluster-pair-cap", type=int, default=2_000_000,
                    help="skip counting below-threshold same-cluster pairs past this many pairs")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"JSON output (default {DEFAULT_OUT})")
     a = p.parse_args(argv)
     if a.quick:
         a.base, a.copies = min(a.base, 300), min(a.copies, 150)
@@ -441,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
 
     for sig in ("minhash", "oph"):
         info, direct, expanded, comp = run_neardup(texts, sig)
+        ncfg = info.pop("_cfg")
+        info["missed_pairs_same_cluster"] = explain_misses(ncfg, sets, truth_nd, comp)
         record(f"neardup_{sig}", info, direct, "neardup", comp, expanded)
 
     info, acc = run_datasketch(lists, py_j)
@@ -451,8 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         for rule, pairs in acc.items():
             record(f"rensa_b{bands}_{rule}", {**info, "accept": rule}, pairs, "python")
 
-    if hasattr(os, "getloadavg"):
-        results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    finish(results, results["machine"]["neardup_source_at_start"])
     results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
     write_json(a.out, results)
     print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)

@@ -42,6 +42,7 @@ from typing import Any
 from _common import (
     NUM_PERM,
     SEED,
+    finish,
     machine_info,
     py_shingles,
     summarize,
@@ -180,7 +181,8 @@ def datasketch_methods(
         def run() -> None:
             for i, t in enumerate(texts):
                 m = datasketch.MinHash(num_perm=NUM_PERM, seed=SEED)
-                m.update_batch(blists[i] if prebuilt else [s.encode("utf-8") for s in py_shingles(t)])
+                src = blists[i] if prebuilt else [s.encode("utf-8") for s in py_shingles(t)]
+                m.update_batch(src)
                 m.digest()
 
         return run
@@ -347,9 +349,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--repeats", type=int, default=3, help="timings per method (default 3)")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a CI smoke test")
-    p.add_argument("--no-cold-jit", action="store_true", help="skip the cold numba-cache subprocess")
-    p.add_argument("--no-single-thread", action="store_true", help="skip the 1-thread subprocess")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output (default {DEFAULT_OUT})")
+    p.add_argument("--no-cold-jit", action="store_true",
+                   help="skip the cold numba-cache subprocess")
+    p.add_argument("--no-single-thread", action="store_true",
+                   help="skip the 1-thread subprocess")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                   help=f"JSON output (default {DEFAULT_OUT})")
     p.add_argument("--worker", choices=("first-call", "single-thread"), help=argparse.SUPPRESS)
     p.add_argument("--worker-out", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -425,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
                 ["--worker", "first-call"], {"NUMBA_CACHE_DIR": cache}
             )
     results["first_call"] = first
+    results["first_call_s"] = first["warm_numba_cache"].get("first_call_s")
+    results["first_call_cold_numba_cache_s"] = first.get("cold_numba_cache", {}).get("first_call_s")
 
     if not a.no_single_thread:
         print("[single-thread subprocess]", file=sys.stderr, flush=True)
@@ -445,8 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
         results["single_thread"] = st
 
-    if hasattr(os, "getloadavg"):
-        results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    finish(results, results["machine"]["neardup_source_at_start"])
     results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
     write_json(a.out, results)
     print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)

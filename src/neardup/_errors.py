@@ -8,6 +8,7 @@ __all__ = [
     "CorruptFile",
     "DocumentTooLarge",
     "EmptyDocument",
+    "InputError",
     "InvalidConfig",
     "MemoryLimitExceeded",
     "NeardupError",
@@ -110,3 +111,18 @@ class NeardupIOError(NeardupError, OSError):
         self.path = path
         self.error = error
         super().__init__(f"{path}: {error.strerror or error}; fix: check the path and permissions")
+
+
+class InputError(NeardupError, ValueError):
+    """A record or file of the input cannot be read as asked.
+
+    Attributes: ``path``, ``line`` (1-based, or None), ``reason`` and ``fix``.
+    """
+
+    def __init__(self, path: str, line: int | None, reason: str, fix: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        self.fix = fix
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {reason}; fix: {fix}")

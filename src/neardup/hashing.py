@@ -304,6 +304,19 @@ class ShingleSets:
             self.scheme,
         )
 
+    def concat(self, other: ShingleSets) -> ShingleSets:
+        """The documents of ``self`` followed by those of ``other`` (same scheme)."""
+        self.scheme.require_same_sets(other.scheme)
+        return ShingleSets(
+            np.concatenate([self.data, other.data]),
+            np.concatenate([self.indptr, other.indptr[1:] + self.indptr[-1]]),
+            np.concatenate([self.raw_counts, other.raw_counts]),
+            np.concatenate([self.truncated, other.truncated]),
+            np.concatenate([self.content_hash, other.content_hash]),
+            np.concatenate([self.byte_lengths, other.byte_lengths]),
+            self.scheme,
+        )
+
     def nbytes(self) -> int:
         return int(self.data.nbytes + self.indptr.nbytes)
 

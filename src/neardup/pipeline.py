@@ -33,7 +33,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,6 +52,7 @@ from .oracle import allpairs_join
 from .screen import BloomFilter
 
 __all__ = [
+    "DedupIndex",
     "DedupResult",
     "Deduplicator",
     "Match",
@@ -63,10 +64,12 @@ __all__ = [
 class DedupResult:
     """What :func:`find_duplicates` found.
 
-    ``duplicate_of[i]`` is the representative of document i's cluster, or -1 when i
-    is kept (unique or a representative).  ``kept`` lists kept positions ascending;
-    ``empty``, ``too_large`` and ``truncated`` list the documents that were not (or
-    not fully) compared; ``stats`` has counts, parameters and timings.
+    Positions count the documents of a ``prior`` index first (``n_prior`` of them),
+    then the new texts.  ``duplicate_of[i]`` is the representative of document i's
+    cluster, or -1 when i is kept (unique or a representative).  ``kept`` lists kept
+    positions ascending; ``empty``, ``too_large`` and ``truncated`` list the
+    documents that were not (or not fully) compared; ``stats`` has counts,
+    parameters and timings.
     """
 
     clusters: list[Cluster]
@@ -79,14 +82,34 @@ class DedupResult:
     config_fingerprint: str
     sets: ShingleSets | None = field(default=None, repr=False)
     signatures: SignatureSet | None = field(default=None, repr=False)
+    n_prior: int = 0
+
+    def to_index(self, ids: Sequence[Any]) -> DedupIndex:
+        """Everything needed to dedup later inputs against this run (and its prior)."""
+        if self.sets is None:  # pragma: no cover - find_duplicates always sets it
+            raise InvalidConfig("sets", None, "result has no shingle sets", "rerun")
+        if len(ids) != len(self.sets):
+            raise InvalidConfig(
+                "ids",
+                len(ids),
+                f"need one id per document ({len(self.sets)})",
+                "pass the prior ids followed by this run's ids",
+            )
+        return DedupIndex(self.sets, list(ids), self.edges, self.config_fingerprint)
 
     @property
     def kept(self) -> npt.NDArray[np.int64]:
-        return np.flatnonzero(self.duplicate_of < 0).astype(np.int64)
+        """Positions of kept new documents (unique or representative), ascending."""
+        return (np.flatnonzero(self.duplicate_of[self.n_prior :] < 0) + self.n_prior).astype(
+            np.int64
+        )
 
     @property
     def duplicates(self) -> npt.NDArray[np.int64]:
-        return np.flatnonzero(self.duplicate_of >= 0).astype(np.int64)
+        """Positions of new documents removed as duplicates, ascending."""
+        return (np.flatnonzero(self.duplicate_of[self.n_prior :] >= 0) + self.n_prior).astype(
+            np.int64
+        )
 
     @property
     def edges(self) -> list[Edge]:
@@ -98,15 +121,21 @@ class DedupResult:
 
 
 def _exact_groups(
-    encoded: Sequence[bytes], content: npt.NDArray[np.uint64], eligible: npt.NDArray[np.bool_]
+    encoded: Sequence[bytes | None],
+    sets: ShingleSets,
+    eligible: npt.NDArray[np.bool_],
 ) -> tuple[list[Edge], npt.NDArray[np.bool_]]:
-    """Exact-content duplicate edges (confirmed byte for byte) and the leaders mask."""
+    """Exact-content duplicate edges and the mask of group leaders.
+
+    Equal content hashes are confirmed byte for byte when both texts are at hand,
+    else (a document from a saved index) by equality of the shingle-hash sets.
+    """
     idx = np.flatnonzero(eligible)
     leaders = eligible.copy()
     edges: list[Edge] = []
     if idx.size < 2:
         return edges, leaders
-    h = content[idx]
+    h = sets.content_hash[idx]
     order = np.argsort(h, kind="stable")
     hs = h[order]
     starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
@@ -115,16 +144,136 @@ def _exact_groups(
         if e - s < 2:
             continue
         members = sorted(int(idx[order[t]]) for t in range(s, e))
-        firsts: dict[bytes, int] = {}
+        firsts: list[int] = []
         for m in members:
-            first = firsts.setdefault(encoded[m], m)
-            if first != m:
-                leaders[m] = False
-                edges.append(
-                    Edge(a=first, b=m, jaccard=1.0, estimate=1.0, band=None, method="identical")
+            for f in firsts:
+                eb, fb = encoded[m], encoded[f]
+                same = (
+                    eb == fb
+                    if eb is not None and fb is not None
+                    else bool(np.array_equal(sets.get(m), sets.get(f)))
                 )
+                if same:
+                    leaders[m] = False
+                    edges.append(
+                        Edge(a=f, b=m, jaccard=1.0, estimate=1.0, band=None, method="identical")
+                    )
+                    break
+            else:
+                firsts.append(m)
     edges.sort(key=lambda x: (x.a, x.b))
     return edges, leaders
+
+
+@dataclass(eq=False, slots=True)
+class DedupIndex:
+    """What a batch run leaves for the next one (``--save-index`` / ``--against``).
+
+    Holds every document's shingle-hash set (not its text), its id, the cluster
+    edges found so far and the config fingerprint.  A run against it treats the
+    indexed documents as coming first, so its result equals one run over the union.
+    """
+
+    sets: ShingleSets
+    ids: list[Any]
+    edges: list[Edge]
+    config_fingerprint: str
+
+    def __len__(self) -> int:
+        return len(self.sets)
+
+    def save(self, path: str) -> None:
+        from .persist import write_container
+
+        e = self.edges
+        arrays = {
+            "data": self.sets.data,
+            "indptr": self.sets.indptr,
+            "raw_counts": self.sets.raw_counts,
+            "truncated": self.sets.truncated,
+            "content_hash": self.sets.content_hash,
+            "byte_lengths": self.sets.byte_lengths,
+            "edge_a": np.array([x.a for x in e], dtype=np.int64),
+            "edge_b": np.array([x.b for x in e], dtype=np.int64),
+            "edge_band": np.array([-1 if x.band is None else x.band for x in e], dtype=np.int64),
+            "edge_inter": np.array(
+                [-1 if x.intersection is None else x.intersection for x in e], dtype=np.int64
+            ),
+            "edge_union": np.array([-1 if x.union is None else x.union for x in e], dtype=np.int64),
+        }
+        meta = {
+            "scheme": self.sets.scheme.to_dict(),
+            "ids": self.ids,
+            "config_fingerprint": self.config_fingerprint,
+            "edge_method": [x.method for x in e],
+            "edge_estimate": [x.estimate for x in e],
+        }
+        write_container(path, "dedup-index", meta, arrays)
+
+    @classmethod
+    def load(cls, path: str) -> DedupIndex:
+        from ._errors import CorruptFile
+        from .persist import read_container
+
+        meta, a = read_container(path, "dedup-index")
+        scheme = SchemeDescriptor.from_dict(meta["scheme"])
+        sets = ShingleSets(
+            a["data"],
+            a["indptr"],
+            a["raw_counts"],
+            a["truncated"],
+            a["content_hash"],
+            a["byte_lengths"],
+            scheme,
+        )
+        if len(meta["ids"]) != len(sets):
+            raise CorruptFile(path, "id list and sets disagree in length")
+        edges = []
+        for i in range(a["edge_a"].shape[0]):
+            inter, union = int(a["edge_inter"][i]), int(a["edge_union"][i])
+            method = meta["edge_method"][i]
+            edges.append(
+                Edge(
+                    a=int(a["edge_a"][i]),
+                    b=int(a["edge_b"][i]),
+                    jaccard=1.0
+                    if method == "identical"
+                    else (inter / union if union > 0 else None),
+                    estimate=meta["edge_estimate"][i],
+                    band=None if a["edge_band"][i] < 0 else int(a["edge_band"][i]),
+                    method=method,
+                    intersection=inter if inter >= 0 else None,
+                    union=union if union >= 0 else None,
+                )
+            )
+        return cls(sets, list(meta["ids"]), edges, meta["config_fingerprint"])
+
+
+def _hash_in_chunks(
+    encoded: Sequence[bytes],
+    cfg: Config,
+    key: HashKey | None,
+    scheme: SchemeDescriptor,
+    progress: Callable[[str, int, int], None] | None,
+    chunk_bytes: int = 64 << 20,
+) -> ShingleSets:
+    """Hash in chunks of about ``chunk_bytes`` of text so scratch memory stays bounded."""
+    n = len(encoded)
+    out: ShingleSets | None = None
+    start = 0
+    while start < n or out is None:
+        stop, size = start, 0
+        while stop < n and (size < chunk_bytes or stop == start):
+            size += len(encoded[stop])
+            stop += 1
+        part = _hash_encoded(encoded[start:stop], cfg, key, scheme)
+        out = part if out is None else out.concat(part)
+        if progress is not None:
+            progress("shingle_hash", stop, n)
+        start = stop
+        if n == 0:
+            break
+    return out
 
 
 def find_duplicates(
@@ -135,6 +284,8 @@ def find_duplicates(
     keep: str = "first",
     method: Literal["lsh", "exact"] = "lsh",
     edges: Literal["forest", "all"] = "forest",
+    prior: DedupIndex | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> DedupResult:
     """Find exact and near duplicates in a batch of texts.
 
@@ -147,6 +298,10 @@ def find_duplicates(
         edges: ``forest`` records the edges that joined each cluster (a spanning
             forest; pairs already connected are not re-verified), ``all`` records
             every verified pair >= threshold.  Clusters are the same either way.
+        prior: documents of earlier runs (:class:`DedupIndex`).  They take positions
+            ``0 .. len(prior) - 1`` and ``texts`` follow, so the result equals one run
+            over the union; ``stats`` counts only the new documents.
+        progress: called as ``progress(stage, done, total)`` during long stages.
     """
     cfg = config or Config()
     if keep not in KEEP_RULES:
@@ -155,30 +310,59 @@ def find_duplicates(
         raise InvalidConfig("method", method, "unknown method", "use lsh or exact")
     if edges not in ("forest", "all"):
         raise InvalidConfig("edges", edges, "unknown edge mode", "use forest or all")
+    scheme = SchemeDescriptor.from_config(cfg, key)
+    if prior is not None:
+        prior.sets.scheme.require_same(scheme, "a saved index and this run")
+        if prior.config_fingerprint != cfg.fingerprint:
+            raise InvalidConfig(
+                "against",
+                prior.config_fingerprint,
+                f"the index was built with config {prior.config_fingerprint}, this run uses "
+                f"{cfg.fingerprint}",
+                "rerun with the same parameters as the indexed run",
+            )
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     norm = get_normalizer(cfg.normalizer)
     encoded = [_encode(norm(t)) for t in texts]
-    n = len(encoded)
+    n_new = len(encoded)
+    n_prior = len(prior) if prior is not None else 0
     total_bytes = sum(len(e) for e in encoded)
-    avg = total_bytes // n if n else 0
-    planned = n * cfg.estimated_memory_per_document(avg_bytes=max(avg, 1))
+    avg = total_bytes // n_new if n_new else 0
+    planned = (n_new + n_prior) * cfg.estimated_memory_per_document(avg_bytes=max(avg, 1))
     if planned > cfg.memory_limit:
-        raise MemoryLimitExceeded(planned, cfg.memory_limit, f"deduplicating {n:,} documents")
+        raise MemoryLimitExceeded(
+            planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
+        )
     timings["normalize"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
-    lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n)
-    too_large = lengths > cfg.max_document_bytes
-    hashed_input = [b"" if big else e for e, big in zip(encoded, too_large, strict=True)]
-    scheme = SchemeDescriptor.from_config(cfg, key)
-    sets = _hash_encoded(hashed_input, cfg, key, scheme)
+    lengths_new = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n_new)
+    too_large_new = lengths_new > cfg.max_document_bytes
+    hashed_input = [b"" if big else e for e, big in zip(encoded, too_large_new, strict=True)]
+    new_sets = _hash_in_chunks(hashed_input, cfg, key, scheme, progress)
+    new_sets = ShingleSets(
+        new_sets.data,
+        new_sets.indptr,
+        new_sets.raw_counts,
+        new_sets.truncated,
+        new_sets.content_hash,
+        lengths_new,
+        scheme,
+    )
+    sets = prior.sets.concat(new_sets) if prior is not None else new_sets
+    n = n_prior + n_new
+    too_large = np.r_[np.zeros(n_prior, dtype=np.bool_), too_large_new]
     empty = (sets.raw_counts == 0) & ~too_large
     timings["shingle_hash"] = time.perf_counter() - t1
 
     t2 = time.perf_counter()
     eligible = ~empty & ~too_large
-    exact_edges, leaders = _exact_groups(encoded, sets.content_hash, eligible)
+    all_encoded: list[bytes | None] = [None] * n_prior + list(encoded)
+    exact_edges, leaders = _exact_groups(all_encoded, sets, eligible)
+    if prior is not None:
+        # Identical edges among indexed documents were found by the earlier run.
+        exact_edges = [e for e in exact_edges if e.b >= n_prior]
     timings["exact_duplicates"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
@@ -193,6 +377,17 @@ def find_duplicates(
         "skipped_connected": 0,
     }
     sigs: SignatureSet | None = None
+    prior_edges = list(prior.edges) if prior is not None else []
+    parent = np.arange(active.shape[0], dtype=np.int64)
+    if prior_edges:
+        # Seed the union-find with the earlier run's clusters so that pairs already
+        # joined are not verified again.
+        local = np.full(n, -1, dtype=np.int64)
+        local[active] = np.arange(active.shape[0])
+        for e in prior_edges:
+            la, lb = int(local[e.a]), int(local[e.b])
+            if la >= 0 and lb >= 0:
+                _uf_union(parent, la, lb)
     if method == "lsh":
         sigs = MinHasher(cfg, key=key).from_sets(sub)
         timings["signatures"] = time.perf_counter() - t3
@@ -201,7 +396,6 @@ def find_duplicates(
         timings["band_keys"] = time.perf_counter() - t4
         t5 = time.perf_counter()
         mode = K.MODE_FOREST if edges == "forest" else K.MODE_ALL_EDGES
-        parent = np.arange(active.shape[0], dtype=np.int64)
         ea, eb, eband, einter, eunion, ematch, ncand, nver, overflow, skipped = K.band_join(
             keys,
             np.ones(active.shape[0], dtype=np.bool_),
@@ -254,6 +448,8 @@ def find_duplicates(
             pairs.union.tolist(),
             strict=True,
         ):
+            if edges == "forest" and not _uf_union(parent, a, b):
+                continue
             near_edges.append(
                 Edge(
                     a=int(active[a]),
@@ -267,9 +463,12 @@ def find_duplicates(
                 )
             )
         timings["exact_join"] = time.perf_counter() - t3
+    if prior is not None:
+        near_edges = [e for e in near_edges if e.b >= n_prior]
 
     t6 = time.perf_counter()
-    clusters = build_clusters(n, exact_edges + near_edges, keep=keep, lengths=lengths)
+    lengths = sets.byte_lengths
+    clusters = build_clusters(n, prior_edges + exact_edges + near_edges, keep=keep, lengths=lengths)
     duplicate_of = np.full(n, -1, dtype=np.int64)
     for c in clusters:
         for m in c.members:
@@ -278,21 +477,24 @@ def find_duplicates(
     timings["clusters"] = time.perf_counter() - t6
     timings["total"] = time.perf_counter() - t0
 
-    sizes = [len(c) for c in clusters]
+    new_dups = duplicate_of[n_prior:] >= 0
+    new_exact = sum(1 for e in exact_edges if e.b >= n_prior)
+    touching = [c for c in clusters if c.members[-1] >= n_prior]
     hist: dict[str, int] = {}
-    for s in sizes:
-        hist[str(s)] = hist.get(str(s), 0) + 1
+    for c in touching:
+        hist[str(len(c))] = hist.get(str(len(c)), 0) + 1
     stats: dict[str, Any] = {
-        "documents_in": n,
-        "documents_out": int(np.count_nonzero(duplicate_of < 0)),
+        "documents_in": n_new,
+        "documents_out": int(np.count_nonzero(~new_dups)),
+        "indexed_documents": n_prior,
         "bytes_in": int(total_bytes),
-        "exact_duplicates": len(exact_edges),
-        "near_duplicates": int(np.count_nonzero(duplicate_of >= 0)) - len(exact_edges),
-        "clusters": len(clusters),
+        "exact_duplicates": new_exact,
+        "near_duplicates": int(np.count_nonzero(new_dups)) - new_exact,
+        "clusters": len(touching),
         "cluster_size_histogram": dict(sorted(hist.items(), key=lambda kv: int(kv[0]))),
-        "empty": int(np.count_nonzero(empty)),
-        "too_large": int(np.count_nonzero(too_large)),
-        "truncated": int(np.count_nonzero(sets.truncated)),
+        "empty": int(np.count_nonzero(empty[n_prior:])),
+        "too_large": int(np.count_nonzero(too_large_new)),
+        "truncated": int(np.count_nonzero(new_sets.truncated)),
         "method": method,
         "verify": cfg.verify,
         "threshold": cfg.threshold,
@@ -319,7 +521,12 @@ def find_duplicates(
         config_fingerprint=cfg.fingerprint,
         sets=sets,
         signatures=sigs,
+        n_prior=n_prior,
     )
+
+
+def _uf_union(parent: npt.NDArray[np.int64], a: int, b: int) -> bool:
+    return bool(K._union(parent, a, b))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,438 @@
+"""Reading corpora and writing their outputs, keeping every original field intact.
+
+Input formats (all inputs of one run must be of one family):
+
+* JSONL — ``.jsonl``, ``.ndjson``, ``.json`` (one object per line), optionally
+  ``.gz`` or ``.zst`` (the ``io`` extra provides zstandard).  Kept records are written
+  back as the exact original line bytes.
+* Parquet — ``.parquet`` (the ``io`` extra, pyarrow); outputs are Parquet with the
+  input schema.
+* CSV — ``.csv`` (optionally ``.gz``) with a header row; outputs are CSV with the
+  same columns.
+* A folder of ``.txt`` files — one document per file, id = the relative path;
+  outputs are JSONL ``{"id", "text"}``.
+* A Hugging Face dataset saved with ``Dataset.save_to_disk`` (the ``hf`` extra,
+  read offline with ``datasets.load_from_disk``); outputs are Parquet.
+
+Record ids come from ``id_field`` when given, else they are row numbers counted
+across all inputs in order.  Bad records raise :class:`~neardup.InputError` naming
+the file and line, unless ``skip_bad`` is set, in which case they are counted and
+listed in :attr:`Corpus.bad`.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from ._errors import InputError, NeardupIOError
+
+__all__ = ["BadRecord", "Corpus", "detect_format", "read_corpus", "write_subset"]
+
+_JSONL = (".jsonl", ".ndjson", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class BadRecord:
+    path: str
+    line: int | None
+    reason: str
+
+
+@dataclass(slots=True)
+class Corpus:
+    """Documents of one or more inputs, with what is needed to write them back."""
+
+    format: str
+    inputs: list[str]
+    ids: list[Any] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    origins: list[tuple[int, int]] = field(default_factory=list)
+    raw_lines: list[bytes] = field(default_factory=list)
+    csv_rows: list[dict[str, str]] = field(default_factory=list)
+    csv_fields: list[str] = field(default_factory=list)
+    tables: list[Any] = field(default_factory=list)
+    row_index: list[tuple[int, int]] = field(default_factory=list)
+    bad: list[BadRecord] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _strip_compression(name: str) -> tuple[str, str | None]:
+    lower = name.lower()
+    for ext in (".gz", ".zst"):
+        if lower.endswith(ext):
+            return lower[: -len(ext)], ext
+    return lower, None
+
+
+def detect_format(path: str) -> str:
+    """The format family of ``path`` (see the module docs), or InputError."""
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, "dataset_info.json")) or os.path.exists(
+            os.path.join(path, "state.json")
+        ):
+            return "hf"
+        for _root, _dirs, files in os.walk(path):
+            if any(f.endswith(".txt") for f in files):
+                return "txt"
+        raise InputError(
+            path,
+            None,
+            "a folder with neither .txt files nor a saved dataset",
+            "point at .txt files, a Dataset.save_to_disk folder, or files",
+        )
+    base, _ = _strip_compression(os.path.basename(path))
+    if base.endswith(_JSONL):
+        return "jsonl"
+    if base.endswith(".parquet"):
+        return "parquet"
+    if base.endswith(".csv"):
+        return "csv"
+    raise InputError(
+        path,
+        None,
+        "unknown input format",
+        "use .jsonl/.json/.ndjson (optionally .gz/.zst), .parquet, .csv, "
+        "a folder of .txt files, or a saved Hugging Face dataset",
+    )
+
+
+def _open_binary(path: str) -> IO[bytes]:
+    _, comp = _strip_compression(path)
+    try:
+        if comp == ".gz":
+            return gzip.open(path, "rb")  # type: ignore[return-value]
+        if comp == ".zst":
+            try:
+                import zstandard
+            except ImportError as exc:
+                raise InputError(
+                    path,
+                    None,
+                    "reading .zst needs the zstandard package",
+                    "pip install 'neardup[io]'",
+                ) from exc
+            fh = open(path, "rb")  # noqa: SIM115 - closed by the stream reader
+            return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+        return open(path, "rb")
+    except OSError as exc:
+        raise NeardupIOError(path, exc) from exc
+
+
+def _iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
+    with _open_binary(path) as raw:
+        stream: IO[bytes] = raw if hasattr(raw, "readline") else io.BufferedReader(raw)  # type: ignore[type-var]
+        try:
+            yield from enumerate(stream, start=1)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise InputError(
+                path,
+                None,
+                f"cannot decompress ({exc})",
+                "check that the file is complete and not corrupted",
+            ) from exc
+
+
+class _Reader:
+    def __init__(self, corpus: Corpus, text_field: str, id_field: str | None, skip_bad: bool):
+        self.c = corpus
+        self.text_field = text_field
+        self.id_field = id_field
+        self.skip_bad = skip_bad
+
+    def bad(self, path: str, line: int | None, reason: str, fix: str) -> None:
+        if not self.skip_bad:
+            raise InputError(path, line, reason, fix)
+        self.c.bad.append(BadRecord(path, line, reason))
+
+    def add(self, ident: Any, text: str, origin: tuple[int, int]) -> None:
+        self.c.ids.append(len(self.c.ids) if self.id_field is None else ident)
+        self.c.texts.append(text)
+        self.c.origins.append(origin)
+
+    def record(self, path: str, line: int | None, rec: Any, fi: int, ri: int) -> bool:
+        if not isinstance(rec, dict):
+            self.bad(
+                path,
+                line,
+                f"expected a JSON object, got {type(rec).__name__}",
+                "write one object per line",
+            )
+            return False
+        text = rec.get(self.text_field)
+        if text is None:
+            fields = ", ".join(sorted(map(str, rec))[:10])
+            self.bad(
+                path,
+                line,
+                f"no field {self.text_field!r} (fields: {fields})",
+                "pass --text-field with one of the fields above",
+            )
+            return False
+        if not isinstance(text, str):
+            self.bad(
+                path,
+                line,
+                f"field {self.text_field!r} is {type(text).__name__}, not text",
+                "point --text-field at a string field",
+            )
+            return False
+        ident = None
+        if self.id_field is not None:
+            ident = rec.get(self.id_field)
+            if ident is None:
+                self.bad(
+                    path,
+                    line,
+                    f"no id field {self.id_field!r}",
+                    "pass --id-field naming a field every record has, or omit it",
+                )
+                return False
+        self.add(ident, text, (fi, ri))
+        return True
+
+
+def read_corpus(
+    paths: Sequence[str],
+    *,
+    text_field: str = "text",
+    id_field: str | None = None,
+    skip_bad: bool = False,
+) -> Corpus:
+    """Read every input in order into one :class:`Corpus`."""
+    if not paths:
+        raise InputError("<none>", None, "no input given", "name at least one input file")
+    formats = {detect_format(p) for p in paths}
+    fam = {"hf": "arrow", "parquet": "arrow"}
+    families = {fam.get(f, f) for f in formats}
+    if len(families) > 1:
+        raise InputError(
+            ", ".join(paths),
+            None,
+            f"inputs mix formats {sorted(formats)}",
+            "run one format at a time (or convert first)",
+        )
+    fmt = sorted(formats)[0] if len(formats) == 1 else "parquet"
+    corpus = Corpus(format=fmt, inputs=list(paths))
+    reader = _Reader(corpus, text_field, id_field, skip_bad)
+    for fi, path in enumerate(paths):
+        kind = detect_format(path)
+        if kind == "jsonl":
+            _read_jsonl(reader, path, fi)
+        elif kind == "csv":
+            _read_csv(reader, path, fi)
+        elif kind == "txt":
+            _read_txt(reader, path, fi)
+        else:
+            _read_arrow(reader, path, fi, kind)
+    return corpus
+
+
+def _read_jsonl(r: _Reader, path: str, fi: int) -> None:
+    for no, line in _iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            r.bad(path, no, f"not UTF-8 (byte {exc.start})", "re-encode the file as UTF-8")
+            continue
+        try:
+            rec = json.loads(text)
+        except ValueError as exc:
+            r.bad(path, no, f"malformed JSON ({exc})", "fix the line, or pass --skip-bad")
+            continue
+        if r.record(path, no, rec, fi, no):
+            r.c.raw_lines.append(line if line.endswith(b"\n") else line + b"\n")
+
+
+def _read_csv(r: _Reader, path: str, fi: int) -> None:
+    with _open_binary(path) as raw:
+        try:
+            data = raw.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw_line_of(exc)
+            r.bad(path, line, f"not UTF-8 (byte {exc.start})", "re-encode the file as UTF-8")
+            return
+    rows = csv.DictReader(io.StringIO(data, newline=""))
+    if rows.fieldnames is None:
+        r.bad(path, 1, "empty CSV file (no header)", "write a header row naming the columns")
+        return
+    if not r.c.csv_fields:
+        r.c.csv_fields = list(rows.fieldnames)
+    elif list(rows.fieldnames) != r.c.csv_fields:
+        raise InputError(
+            path,
+            1,
+            "CSV columns differ from the first input's",
+            f"use the same columns as the first file: {r.c.csv_fields}",
+        )
+    try:
+        for row in rows:
+            if r.record(path, rows.line_num, row, fi, rows.line_num):
+                r.c.csv_rows.append(row)
+    except csv.Error as exc:
+        raise InputError(path, rows.line_num, f"malformed CSV ({exc})", "fix the quoting") from exc
+
+
+def raw_line_of(exc: UnicodeDecodeError) -> int:
+    return int(exc.object[: exc.start].count(b"\n")) + 1
+
+
+def _read_txt(r: _Reader, root: str, fi: int) -> None:
+    files = sorted(
+        os.path.relpath(os.path.join(d, f), root)
+        for d, _dirs, fs in os.walk(root)
+        for f in fs
+        if f.endswith(".txt")
+    )
+    for ri, rel in enumerate(files):
+        full = os.path.join(root, rel)
+        try:
+            with open(full, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise NeardupIOError(full, exc) from exc
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            r.bad(full, raw_line_of(exc), f"not UTF-8 (byte {exc.start})", "re-encode as UTF-8")
+            continue
+        r.c.ids.append(rel.replace(os.sep, "/"))
+        r.c.texts.append(text)
+        r.c.origins.append((fi, ri))
+
+
+def _read_arrow(r: _Reader, path: str, fi: int, kind: str) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise InputError(
+            path, None, f"reading {kind} needs pyarrow", "pip install 'neardup[io]'"
+        ) from exc
+    if kind == "parquet":
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise InputError(
+                path, None, f"cannot read Parquet ({exc})", "check that the file is complete"
+            ) from exc
+    else:
+        try:
+            import datasets
+        except ImportError as exc:
+            raise InputError(
+                path,
+                None,
+                "reading a saved dataset needs the datasets package",
+                "pip install 'neardup[hf]'",
+            ) from exc
+        ds = datasets.load_from_disk(path)
+        if isinstance(ds, datasets.DatasetDict):
+            raise InputError(
+                path, None, f"a DatasetDict with splits {list(ds)}", "point at one split's folder"
+            )
+        table = ds.data.table if hasattr(ds.data, "table") else ds.data
+        table = pa.table(table)
+    if r.text_field not in table.column_names:
+        raise InputError(
+            path,
+            None,
+            f"no column {r.text_field!r} (columns: {table.column_names})",
+            "pass --text-field with one of the columns above",
+        )
+    if r.id_field is not None and r.id_field not in table.column_names:
+        raise InputError(
+            path,
+            None,
+            f"no id column {r.id_field!r}",
+            f"pass --id-field with one of {table.column_names}, or omit it",
+        )
+    texts = table.column(r.text_field).to_pylist()
+    ids = table.column(r.id_field).to_pylist() if r.id_field is not None else [None] * len(texts)
+    ti = len(r.c.tables)
+    r.c.tables.append(table)
+    for ri, (ident, text) in enumerate(zip(ids, texts, strict=True)):
+        if not isinstance(text, str):
+            r.bad(path, ri + 1, f"row {ri} has a non-text {r.text_field!r}", "fill or drop it")
+            continue
+        r.add(ident, text, (fi, ri))
+        r.c.row_index.append((ti, ri))
+
+
+def write_subset(
+    corpus: Corpus,
+    indices: Sequence[int],
+    path_base: str,
+    extra: dict[str, list[Any]] | None = None,
+) -> str:
+    """Write the records at ``indices`` (input order) to ``path_base`` + a suffix.
+
+    ``extra`` adds columns (one value per index) — e.g. the cluster id of each
+    duplicate.  Returns the path written.
+    """
+    extra = extra or {}
+    if corpus.format == "jsonl" and not extra:
+        path = path_base + ".jsonl"
+        with open(path, "wb") as fh:
+            for i in indices:
+                fh.write(corpus.raw_lines[i])
+        return path
+    if corpus.format == "jsonl":
+        path = path_base + ".jsonl"
+        with open(path, "wb") as fh:
+            for t, i in enumerate(indices):
+                rec = json.loads(corpus.raw_lines[i])
+                for k, vals in extra.items():
+                    rec[k] = vals[t]
+                fh.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+        return path
+    if corpus.format == "txt":
+        path = path_base + ".jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            for t, i in enumerate(indices):
+                rec = {"id": corpus.ids[i], "text": corpus.texts[i]}
+                rec.update({k: v[t] for k, v in extra.items()})
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        return path
+    if corpus.format == "csv":
+        path = path_base + ".csv"
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=corpus.csv_fields + list(extra))
+            w.writeheader()
+            for t, i in enumerate(indices):
+                row = dict(corpus.csv_rows[i])
+                row.update({k: v[t] for k, v in extra.items()})
+                w.writerow(row)
+        return path
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = path_base + ".parquet"
+    if not corpus.tables:
+        pq.write_table(pa.table({"id": [], "text": []}), path)
+        return path
+    pieces = []
+    by_table: dict[int, list[int]] = {}
+    # ``indices`` are ascending and tables are in input order, so taking table by
+    # table keeps the input order.
+    for i in indices:
+        ti, ri = corpus.row_index[i]
+        by_table.setdefault(ti, []).append(ri)
+    schema = corpus.tables[0].schema
+    for ti, rows in by_table.items():
+        pieces.append(corpus.tables[ti].take(pa.array(rows, type=pa.int64())).cast(schema))
+    table = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    for k, vals in extra.items():
+        table = table.append_column(k, pa.array(vals))
+    pq.write_table(table, path)
+    return path
