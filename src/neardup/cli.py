@@ -1,0 +1,581 @@
+"""The ``neardup`` command line: a thin shell over library calls.
+
+Exit codes: 0 success; 1 unexpected error; 2 usage error or invalid parameter;
+3 bad input data; 4 I/O problem (unreadable input, existing output);
+5 memory limit; 6 leakage found (``--fail-on-leakage``, reserved).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+import sys
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ._errors import (
+    InputError,
+    InvalidConfig,
+    MemoryLimitExceeded,
+    NeardupError,
+    NeardupIOError,
+    SchemeMismatch,
+)
+from .config import Config, ShingleSpec
+from .lsh import candidate_probability, default_layout, optimal_params
+
+__all__ = ["main"]
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 10**3,
+    "kb": 10**3,
+    "kib": 2**10,
+    "m": 10**6,
+    "mb": 10**6,
+    "mib": 2**20,
+    "g": 10**9,
+    "gb": 10**9,
+    "gib": 2**30,
+    "t": 10**12,
+    "tb": 10**12,
+    "tib": 2**40,
+}
+
+
+def parse_size(text: str) -> int:
+    """'8GB' -> 8_000_000_000, '4GiB' -> 4 * 2**30, '1000' -> 1000."""
+    m = _SIZE.match(text)
+    unit = (m.group(2) or "").lower() if m else None
+    if m is None or unit not in _UNITS:
+        raise InvalidConfig("memory-limit", text, "not a size", "write e.g. 8GB, 512MiB or 1000000")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except InputError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(3)
+    except NeardupIOError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(4)
+    except MemoryLimitExceeded as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(5)
+    except InvalidConfig as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(4 if exc.field == "output" else 2)
+    except (SchemeMismatch, NeardupError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+
+
+class _Progress:
+    """tqdm bars on stderr, only when stderr is a terminal and not --quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.enabled = not quiet and sys.stderr.isatty()
+        self.bars: dict[str, Any] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        try:
+            from tqdm import tqdm
+        except ImportError:  # pragma: no cover - tqdm comes with the cli extra
+            return
+        bar = self.bars.get(stage)
+        if bar is None:
+            bar = self.bars[stage] = tqdm(
+                total=total,
+                desc=stage,
+                unit="doc",
+                file=sys.stderr,
+                leave=False,
+                mininterval=1.0,
+                delay=1.0,
+            )
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+    def note(self, message: str) -> None:
+        if self.enabled:
+            click.echo(message, err=True)
+
+
+def _config(
+    threshold: float,
+    shingle: str,
+    normalizer: str,
+    num_perm: int,
+    bands: int | None,
+    rows: int | None,
+    seed: int,
+    verify: str,
+    signature: str,
+    memory_limit: str,
+    max_shingles: int,
+    max_document_bytes: int,
+) -> Config:
+    return Config(
+        threshold=threshold,
+        shingle=ShingleSpec.parse(shingle, max_shingles=max_shingles),
+        normalizer=normalizer,
+        num_perm=num_perm,
+        bands=bands,
+        rows=rows,
+        seed=seed,
+        verify=verify,  # type: ignore[arg-type]
+        signature=signature,  # type: ignore[arg-type]
+        memory_limit=parse_size(memory_limit),
+        max_document_bytes=max_document_bytes,
+    )
+
+
+def _common(f: Callable[..., Any]) -> Callable[..., Any]:
+    opts = [
+        click.option(
+            "--text-field",
+            default="text",
+            show_default=True,
+            help="Field/column holding the text (JSONL, Parquet, CSV, datasets).",
+        ),
+        click.option(
+            "--id-field",
+            default=None,
+            help="Field/column holding record ids; default: row numbers.",
+        ),
+        click.option(
+            "--threshold",
+            type=float,
+            default=0.8,
+            show_default=True,
+            help="Exact Jaccard similarity at which two documents are duplicates.",
+        ),
+        click.option(
+            "--shingle",
+            default="word:5",
+            show_default=True,
+            help="Shingles: word:N, char:N or byte:N.",
+        ),
+        click.option(
+            "--normalizer",
+            default="nfkc-casefold",
+            show_default=True,
+            help="Normalizer: nfkc-casefold, nfkc or raw.",
+        ),
+        click.option(
+            "--num-perm",
+            type=int,
+            default=128,
+            show_default=True,
+            help="Signature length (MinHash rows).",
+        ),
+        click.option(
+            "--bands",
+            type=int,
+            default=None,
+            help="LSH bands; default: chosen for recall at the threshold.",
+        ),
+        click.option("--rows", type=int, default=None, help="Rows per LSH band."),
+        click.option(
+            "--signature",
+            type=click.Choice(["minhash", "oph"]),
+            default="minhash",
+            show_default=True,
+            help="k-permutation or one-permutation MinHash.",
+        ),
+        click.option(
+            "--verify",
+            type=click.Choice(["exact", "estimate"]),
+            default="exact",
+            show_default=True,
+            help="Verify candidates exactly or by estimate.",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=42,
+            show_default=True,
+            help="Seed of the hash functions and permutations.",
+        ),
+        click.option(
+            "--memory-limit",
+            default="4GiB",
+            show_default=True,
+            help="Planned memory ceiling, e.g. 8GB; checked before allocating.",
+        ),
+        click.option(
+            "--max-shingles",
+            type=int,
+            default=1_000_000,
+            show_default=True,
+            help="Cap on shingles per document (truncation is reported).",
+        ),
+        click.option(
+            "--max-document-bytes",
+            type=int,
+            default=10 * 1024 * 1024,
+            show_default=True,
+            help="Larger documents are reported, not compared.",
+        ),
+        click.option(
+            "--skip-bad", is_flag=True, help="Count and skip malformed records instead of stopping."
+        ),
+        click.option(
+            "--workers",
+            type=int,
+            default=None,
+            help="Threads for the compiled kernels (results do not depend on it).",
+        ),
+        click.option("--quiet", is_flag=True, help="No progress output on stderr."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="neardup")
+def main() -> None:
+    """neardup: find exact and near duplicates, verified exactly.
+
+    Example: neardup dedup data/sample.jsonl --output out/
+    """
+
+
+@main.command()
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True, help="Output folder (must not exist).")
+@click.option(
+    "--method",
+    type=click.Choice(["lsh", "exact"]),
+    default="lsh",
+    show_default=True,
+    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
+)
+@click.option(
+    "--keep",
+    type=click.Choice(["first", "longest", "shortest"]),
+    default="first",
+    show_default=True,
+    help="Which member of a cluster is kept.",
+)
+@click.option("--against", default=None, help="Dedup against the index saved in this folder.")
+@click.option("--save-index", default=None, help="Save the index of all documents here.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@click.option("--dry-run", is_flag=True, help="Compute and print stats, write nothing.")
+@click.option("--no-report", is_flag=True, help="Skip report.html.")
+@_common
+def dedup(
+    inputs: tuple[str, ...],
+    output: str,
+    method: str,
+    keep: str,
+    against: str | None,
+    save_index: str | None,
+    overwrite: bool,
+    dry_run: bool,
+    no_report: bool,
+    text_field: str,
+    id_field: str | None,
+    threshold: float,
+    shingle: str,
+    normalizer: str,
+    num_perm: int,
+    bands: int | None,
+    rows: int | None,
+    signature: str,
+    verify: str,
+    seed: int,
+    memory_limit: str,
+    max_shingles: int,
+    max_document_bytes: int,
+    skip_bad: bool,
+    workers: int | None,
+    quiet: bool,
+) -> None:
+    """Deduplicate a corpus: kept.*, duplicates.*, clusters.jsonl, stats.json, report.html.
+
+    INPUTS are JSONL (.jsonl/.json/.ndjson, optionally .gz/.zst), Parquet, CSV files, a
+    folder of .txt files, or a dataset saved with datasets' save_to_disk.
+
+    Example: neardup dedup corpus.jsonl --output out/ --threshold 0.8 --shingle word:5
+    """
+    from .job import run_dedup
+
+    progress = _Progress(quiet)
+    with _errors():
+        cfg = _config(
+            threshold,
+            shingle,
+            normalizer,
+            num_perm,
+            bands,
+            rows,
+            seed,
+            verify,
+            signature,
+            memory_limit,
+            max_shingles,
+            max_document_bytes,
+        )
+        stats = run_dedup(
+            list(inputs),
+            output,
+            config=cfg,
+            text_field=text_field,
+            id_field=id_field,
+            keep=keep,
+            method=method,  # type: ignore[arg-type]
+            against=against,
+            save_index=save_index,
+            skip_bad=skip_bad,
+            overwrite=overwrite,
+            dry_run=dry_run,
+            workers=workers,
+            report=not no_report,
+            progress=progress,
+        )
+    if not quiet:
+        click.echo(
+            f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact duplicates "
+            f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
+            f"{stats['clusters']}, empty {stats['empty']}, too large {stats['too_large']}, bad "
+            f"records {stats['bad_records']}; predicted recall at {stats['threshold']}: "
+            f"{stats['predicted_recall_at_threshold']:.4f}"
+            + ("" if dry_run else f"; wrote {output}")
+        )
+
+
+def _png(path: str, bands: int, rows: int, threshold: float) -> None:
+    """A small PNG of the S-curve, drawn without any plotting library."""
+    w, h, pad = 480, 300, 30
+    img = [[255] * w for _ in range(h)]
+
+    def dot(x: int, y: int, v: int = 0) -> None:
+        if 0 <= x < w and 0 <= y < h:
+            img[y][x] = v
+
+    for x in range(pad, w - pad):
+        dot(x, h - pad, 120)
+    for y in range(pad, h - pad):
+        dot(pad, y, 120)
+    xt = pad + round(threshold * (w - 2 * pad))
+    for y in range(pad, h - pad, 3):
+        dot(xt, y, 160)
+    prev = None
+    for x in range(pad, w - pad + 1):
+        s = (x - pad) / (w - 2 * pad)
+        y = h - pad - round(candidate_probability(min(s, 1.0), bands, rows) * (h - 2 * pad))
+        if prev is not None:
+            for yy in range(min(prev, y), max(prev, y) + 1):
+                dot(x, yy)
+                dot(x, yy + 1)
+        prev = y
+    raw = b"".join(b"\x00" + bytes(row) for row in img)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + tag
+            + data
+            + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        )
+
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
+    with open(path, "wb") as fh:
+        fh.write(png)
+
+
+@main.command()
+@click.option(
+    "--threshold",
+    type=float,
+    default=0.8,
+    show_default=True,
+    help="Similarity the layout must find (default layout: recall at it).",
+)
+@click.option(
+    "--num-perm",
+    type=int,
+    default=128,
+    show_default=True,
+    help="Signature length for the default layout.",
+)
+@click.option("--far", type=float, default=None, help="Similarity of pairs to keep out.")
+@click.option(
+    "--recall",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Required candidate probability at --threshold (with --far).",
+)
+@click.option(
+    "--budget",
+    type=float,
+    default=20_000,
+    show_default=True,
+    help="Allowed far candidates per query (with --far).",
+)
+@click.option(
+    "-n",
+    "n",
+    type=int,
+    default=1_000_000,
+    show_default=True,
+    help="Items in the index (with --far).",
+)
+@click.option(
+    "--max-perm",
+    type=int,
+    default=512,
+    show_default=True,
+    help="Largest signature the search may propose.",
+)
+@click.option("--png", default=None, help="Also write the S-curve as a PNG to this path.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def params(
+    threshold: float,
+    num_perm: int,
+    far: float | None,
+    recall: float,
+    budget: float,
+    n: int,
+    max_perm: int,
+    png: str | None,
+    as_json: bool,
+) -> None:
+    """The (bands, rows) calculator and its candidate-probability table.
+
+    Example: neardup params --threshold 0.8 --far 0.3 --recall 0.95 --budget 20000 -n 1000000
+    """
+    with _errors():
+        if not 0 < threshold <= 1:
+            raise InvalidConfig("threshold", threshold, "must be in (0, 1]", "use e.g. 0.8")
+        if far is None:
+            b, r = default_layout(threshold, num_perm)
+            how = f"default layout for threshold {threshold} with num_perm={num_perm}"
+        else:
+            lay = optimal_params(
+                near=threshold, far=far, recall=recall, far_budget=budget, n=n, max_perm=max_perm
+            )
+            b, r = lay.bands, lay.rows
+            how = (
+                f"smallest layout with P({threshold}) >= {recall} and at most {budget:g} "
+                f"expected candidates at {far} among {n:,}"
+            )
+        table = [(s / 20, candidate_probability(s / 20, b, r)) for s in range(1, 21)]
+        if png:
+            _png(png, b, r, threshold)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "bands": b,
+                    "rows": r,
+                    "num_perm_used": b * r,
+                    "table": [{"s": s, "p": p} for s, p in table],
+                },
+                sort_keys=True,
+            )
+        )
+        return
+    click.echo(f"{how}: bands={b} rows={r} (uses {b * r} rows)")
+    click.echo(f"{'s':>6}  {'P(candidate)':>12}")
+    for s, p in table:
+        mark = "  <- threshold" if math.isclose(s, threshold) else ""
+        click.echo(f"{s:6.2f}  {p:12.6f}{mark}")
+    if far is not None:
+        click.echo(
+            f"expected far candidates per query: {candidate_probability(far, b, r) * n:,.1f}"
+        )
+    if png:
+        click.echo(f"wrote {png}")
+
+
+@main.command(name="eval")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@_common
+def eval_cmd(
+    inputs: tuple[str, ...],
+    as_json: bool,
+    text_field: str,
+    id_field: str | None,
+    threshold: float,
+    shingle: str,
+    normalizer: str,
+    num_perm: int,
+    bands: int | None,
+    rows: int | None,
+    signature: str,
+    verify: str,
+    seed: int,
+    memory_limit: str,
+    max_shingles: int,
+    max_document_bytes: int,
+    skip_bad: bool,
+    workers: int | None,
+    quiet: bool,
+) -> None:
+    """Measure pair recall and precision of LSH dedup against the exact join.
+
+    Example: neardup eval corpus.jsonl --threshold 0.8
+    """
+    from .corpus import read_corpus
+    from .evaluate import evaluate
+    from .job import set_workers
+
+    with _errors():
+        cfg = _config(
+            threshold,
+            shingle,
+            normalizer,
+            num_perm,
+            bands,
+            rows,
+            seed,
+            verify,
+            signature,
+            memory_limit,
+            max_shingles,
+            max_document_bytes,
+        )
+        set_workers(workers)
+        corpus = read_corpus(
+            list(inputs), text_field=text_field, id_field=id_field, skip_bad=skip_bad
+        )
+        report = evaluate(corpus.texts, config=cfg)
+    if as_json:
+        click.echo(json.dumps(report, sort_keys=True))
+        return
+    click.echo(
+        f"documents {report['documents']}, truth pairs (J >= {threshold}) "
+        f"{report['truth_pairs']}, candidate pairs {report['candidate_pairs']}, "
+        f"verified {report['verified_pairs']}"
+    )
+    click.echo(f"pair recall {report['recall']:.4f}, precision {report['precision']:.4f}")
+    click.echo(f"{'bucket':>13}  {'pairs':>7}  {'found':>7}  {'recall':>7}  {'predicted':>9}")
+    for row in report["buckets"]:
+        click.echo(
+            f"{row['bucket']:>13}  {row['pairs']:7d}  {row['found']:7d}  "
+            f"{row['recall']:7.4f}  {row['predicted']:9.4f}"
+        )

@@ -1,0 +1,254 @@
+"""The ``neardup dedup`` job as a library call: files in, an output folder out.
+
+:func:`run_dedup` reads the inputs (:mod:`neardup.corpus`), runs
+:func:`~neardup.find_duplicates` (optionally against a saved :class:`DedupIndex`),
+and writes, into a temporary folder beside ``output`` that is renamed into place
+only once everything is complete:
+
+* ``kept.*`` — unique documents and one representative per cluster, every
+  original field intact, in input order;
+* ``duplicates.*`` — removed documents plus ``cluster`` and ``representative``;
+* ``clusters.jsonl`` — one line per cluster touching this run's documents, with the
+  (exactly verified) edges that joined it;
+* ``stats.json`` — counts, parameters, fingerprints, predicted recall, overflows,
+  per-stage timings and peak memory;
+* ``report.html`` — a self-contained page (:mod:`neardup.report`).
+
+An interrupted run leaves at most a ``.neardup-tmp-*`` folder, never a complete
+looking ``output``.  Output bytes depend only on the inputs and the config (not on
+``workers``), except the two measured fields of ``stats.json``: ``timings_s`` and
+``peak_memory_bytes``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from ._errors import InvalidConfig, NeardupIOError
+from .config import Config
+from .corpus import Corpus, read_corpus, write_subset
+from .hashing import HashKey
+from .pipeline import DedupIndex, DedupResult, find_duplicates
+
+__all__ = ["prepare_output", "run_dedup", "set_workers"]
+
+INDEX_FILE = "index.ndx"
+
+
+def set_workers(workers: int | None) -> None:
+    """Use ``workers`` threads in the compiled kernels (results do not depend on it)."""
+    if workers is None:
+        return
+    import numba
+
+    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    if not 1 <= workers <= limit:
+        raise InvalidConfig(
+            "workers",
+            workers,
+            f"must be in [1, {limit}] on this machine",
+            f"use --workers between 1 and {limit}",
+        )
+    numba.set_num_threads(workers)
+
+
+def prepare_output(output: str, overwrite: bool) -> str:
+    """Refuse an existing ``output`` unless ``overwrite``; return a fresh temp folder."""
+    if os.path.exists(output) and not overwrite:
+        raise InvalidConfig(
+            "output", output, "already exists", "choose a new folder or pass --overwrite"
+        )
+    parent = os.path.dirname(os.path.abspath(output)) or "."
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".neardup-tmp-", dir=parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the result is an ordinary folder
+        return tmp
+    except OSError as exc:
+        raise NeardupIOError(parent, exc) from exc
+
+
+def _fsync_tree(path: str) -> None:
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if os.path.isfile(full):
+            fd = os.open(full, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _commit(tmp: str, output: str) -> None:
+    _fsync_tree(tmp)
+    old = None
+    if os.path.exists(output):
+        old = tempfile.mkdtemp(prefix=".neardup-old-", dir=os.path.dirname(os.path.abspath(output)))
+        os.rmdir(old)
+        os.rename(output, old)
+    os.rename(tmp, output)
+    parent = os.path.dirname(os.path.abspath(output))
+    fd = os.open(parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _json_id(value: Any) -> Any:
+    return value if isinstance(value, str | int | float | bool) or value is None else str(value)
+
+
+def run_dedup(
+    inputs: Sequence[str],
+    output: str,
+    *,
+    config: Config | None = None,
+    key: HashKey | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    keep: str = "first",
+    method: Literal["lsh", "exact"] = "lsh",
+    against: str | None = None,
+    save_index: str | None = None,
+    skip_bad: bool = False,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    workers: int | None = None,
+    report: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
+
+    With ``dry_run`` nothing is written and the stats are returned.  With
+    ``against`` the documents of that saved index count as earlier input; with
+    ``save_index`` the index of everything seen (prior + this run) is written there.
+    """
+    cfg = config or Config()
+    set_workers(workers)
+    t_start = time.perf_counter()
+    tmp = None if dry_run else prepare_output(output, overwrite)
+    try:
+        t0 = time.perf_counter()
+        corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
+        read_s = time.perf_counter() - t0
+        prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
+        if prior is not None and id_field is None:
+            corpus.ids = [len(prior) + i for i in range(len(corpus))]
+        result = find_duplicates(
+            corpus.texts,
+            config=cfg,
+            key=key,
+            keep=keep,
+            method=method,
+            prior=prior,
+            progress=progress,
+        )
+        ids_all = (prior.ids if prior is not None else []) + [_json_id(i) for i in corpus.ids]
+        stats = _stats(result, corpus, read_s, inputs, t_start)
+        if tmp is None:
+            return stats
+        t1 = time.perf_counter()
+        _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
+        if save_index:
+            os.makedirs(save_index, exist_ok=True)
+            result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
+        stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
+        stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+        with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
+            json.dump(stats, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        _commit(tmp, output)
+        tmp = None
+        return stats
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _stats(
+    result: DedupResult, corpus: Corpus, read_s: float, inputs: Sequence[str], t_start: float
+) -> dict[str, Any]:
+    st = dict(result.stats)
+    st["inputs"] = list(inputs)
+    st["format"] = corpus.format
+    st["bad_records"] = len(corpus.bad)
+    st["bad_record_examples"] = [
+        {"path": b.path, "line": b.line, "reason": b.reason} for b in corpus.bad[:20]
+    ]
+    st["timings_s"] = {"read": round(read_s, 6), **st["timings_s"]}
+    st["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+    st["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return st
+
+
+def _write_outputs(
+    tmp: str,
+    corpus: Corpus,
+    result: DedupResult,
+    ids: list[Any],
+    cfg: Config,
+    stats: dict[str, Any],
+    with_report: bool,
+) -> None:
+    n_prior = result.n_prior
+    kept = [int(i) - n_prior for i in result.kept]
+    dups = [int(i) - n_prior for i in result.duplicates]
+    cluster_of = np.full(len(result.duplicate_of), -1, dtype=np.int64)
+    touching = [c for c in result.clusters if c.members[-1] >= n_prior]
+    for new_id, c in enumerate(touching):
+        cluster_of[list(c.members)] = new_id
+    write_subset(corpus, kept, os.path.join(tmp, "kept"))
+    write_subset(
+        corpus,
+        dups,
+        os.path.join(tmp, "duplicates"),
+        extra={
+            "cluster": [int(cluster_of[i + n_prior]) for i in dups],
+            "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
+        },
+    )
+    with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
+        for new_id, c in enumerate(touching):
+            rec = {
+                "cluster": new_id,
+                "representative": ids[c.representative],
+                "members": [ids[m] for m in c.members],
+                "edges": [
+                    {
+                        "a": ids[e.a],
+                        "b": ids[e.b],
+                        "jaccard": e.jaccard,
+                        "estimate": e.estimate,
+                        "band": e.band,
+                        "method": e.method,
+                    }
+                    for e in c.edges
+                ],
+            }
+            fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+    if with_report:
+        from .report import render_report
+
+        texts: dict[int, str] = {i + n_prior: t for i, t in enumerate(corpus.texts)}
+        html = render_report(result, touching, ids, texts, cfg, stats)
+        with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
+            fh.write(html)

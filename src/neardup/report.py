@@ -1,0 +1,228 @@
+"""``report.html``: a self-contained page (inline CSS and SVG, no scripts, no
+network) that a person would rather read than JSON: counts, cluster sizes, the
+similarity histogram of verified edges, the S-curve of the chosen layout with the
+threshold marked, the largest clusters with side-by-side texts whose shared spans
+are highlighted, and the shingles most often shared by verified edges — the
+boilerplate suspects.  The page depends only on the inputs and config (no
+timings), so it is reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from .cluster import Cluster
+from .config import Config
+from .explain import shared_spans
+from .lsh import candidate_probability
+from .pipeline import DedupResult
+
+__all__ = ["render_report"]
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
+max-width:1100px;color:#1d2733;padding:0 1rem}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;
+border-bottom:2px solid #17365D;padding-bottom:.2rem;color:#17365D}
+.muted{color:#667}table{border-collapse:collapse}td,th{padding:.25rem .7rem;
+border-bottom:1px solid #dde;text-align:left}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.cards{display:flex;flex-wrap:wrap;gap:.8rem}.card{background:#f3f6fa;border-radius:8px;
+padding:.6rem 1rem;min-width:9rem}.card b{display:block;font-size:1.4rem;color:#147D84}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:.8rem;margin:.5rem 0 1.2rem}
+.pair pre{white-space:pre-wrap;word-break:break-word;background:#fafbfc;border:1px solid #e3e6ea;
+border-radius:6px;padding:.6rem;margin:0;max-height:22rem;overflow:auto;font-size:12.5px}
+mark{background:#ffe08a;padding:0}.edge{font-size:12.5px;color:#445}
+svg text{font-size:11px;fill:#445}
+"""
+
+
+def _bars(values: Sequence[tuple[str, int]], title: str, color: str = "#147D84") -> str:
+    if not values:
+        return f"<p class='muted'>No data for {html.escape(title)}.</p>"
+    w, h, pad = 640, 220, 40
+    top = max(v for _, v in values) or 1
+    bw = (w - 2 * pad) / len(values)
+    parts = [f"<svg width='{w}' height='{h}' role='img' aria-label='{html.escape(title)}'>"]
+    for i, (label, v) in enumerate(values):
+        bh = (h - 2 * pad) * v / top
+        x = pad + i * bw
+        parts.append(
+            f"<rect x='{x + 1:.1f}' y='{h - pad - bh:.1f}' width='{max(bw - 2, 1):.1f}' "
+            f"height='{bh:.1f}' fill='{color}'><title>{html.escape(label)}: {v}</title></rect>"
+        )
+        if len(values) <= 25 or i % max(1, len(values) // 10) == 0:
+            parts.append(
+                f"<text x='{x + bw / 2:.1f}' y='{h - pad + 14}' text-anchor='middle'>"
+                f"{html.escape(label)}</text>"
+            )
+    parts.append(f"<text x='{pad}' y='{pad - 10}'>max {top}</text>")
+    parts.append(f"<line x1='{pad}' y1='{h - pad}' x2='{w - pad}' y2='{h - pad}' stroke='#889'/>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _s_curve(bands: int, rows: int, threshold: float) -> str:
+    w, h, pad = 640, 260, 40
+    pts = []
+    for i in range(101):
+        s = i / 100
+        p = candidate_probability(s, bands, rows)
+        pts.append(f"{pad + s * (w - 2 * pad):.1f},{h - pad - p * (h - 2 * pad):.1f}")
+    xt = pad + threshold * (w - 2 * pad)
+    pt = candidate_probability(threshold, bands, rows)
+    return (
+        f"<svg width='{w}' height='{h}' role='img' aria-label='S-curve'>"
+        f"<rect x='{pad}' y='{pad}' width='{w - 2 * pad}' height='{h - 2 * pad}' fill='none' "
+        f"stroke='#dde'/><polyline fill='none' stroke='#17365D' stroke-width='2' "
+        f"points='{' '.join(pts)}'/><line x1='{xt:.1f}' y1='{pad}' x2='{xt:.1f}' "
+        f"y2='{h - pad}' stroke='#C6284D' stroke-dasharray='4 3'/>"
+        f"<text x='{xt + 4:.1f}' y='{pad + 14}'>threshold {threshold:g}: "
+        f"P = {pt:.4f}</text>"
+        f"<text x='{pad}' y='{h - pad + 16}'>0</text><text x='{w - pad - 8}' y='{h - pad + 16}'>"
+        f"1</text><text x='{w / 2 - 60:.0f}' y='{h - 6}'>Jaccard similarity s</text>"
+        f"<text x='4' y='{pad - 8}'>P(candidate) = 1-(1-s^{rows})^{bands}</text></svg>"
+    )
+
+
+def _highlight(text: str, spans: list[tuple[int, int]], limit: int = 4000) -> str:
+    out = []
+    pos = 0
+    for s, e in spans:
+        if s >= limit:
+            break
+        out.append(html.escape(text[pos:s]))
+        out.append("<mark>" + html.escape(text[s : min(e, limit)]) + "</mark>")
+        pos = min(e, limit)
+    out.append(html.escape(text[pos:limit]))
+    if len(text) > limit:
+        out.append(f"<span class='muted'> … ({len(text) - limit} more characters)</span>")
+    return "".join(out)
+
+
+def render_report(
+    result: DedupResult,
+    clusters: Sequence[Cluster],
+    ids: Sequence[Any],
+    texts: dict[int, str],
+    config: Config,
+    stats: dict[str, Any],
+) -> str:
+    """The HTML page for one run (``texts`` maps positions to original texts)."""
+    bands, rows = config.layout
+    cards = [
+        ("documents in", stats["documents_in"]),
+        ("kept", stats["documents_out"]),
+        ("exact duplicates", stats["exact_duplicates"]),
+        ("near duplicates", stats["near_duplicates"]),
+        ("clusters", stats["clusters"]),
+        ("predicted recall at t", f"{stats['predicted_recall_at_threshold']:.4f}"),
+    ]
+    rows_tbl = [
+        ("empty documents", stats["empty"]),
+        ("too large (not compared)", stats["too_large"]),
+        ("truncated at max_shingles", stats["truncated"]),
+        ("bad records skipped", stats.get("bad_records", 0)),
+        ("candidate pairs", stats["candidate_pairs"]),
+        ("verified pairs", stats["verified_pairs"]),
+        ("pairs skipped (already joined)", stats["skipped_connected"]),
+        ("candidate overflow (cut by cap)", stats["candidate_overflow"]),
+        ("method / verification", f"{stats['method']} / {stats['verify']}"),
+        ("threshold", config.threshold),
+        ("shingles", str(config.shingle)),
+        ("normalizer", config.normalizer),
+        ("signature", f"{config.signature}, k={config.num_perm}"),
+        ("LSH layout", f"{bands} bands × {rows} rows"),
+        ("scheme fingerprint", stats["scheme_fingerprint"]),
+        ("config fingerprint", stats["config_fingerprint"]),
+    ]
+    sizes = Counter(len(c) for c in clusters)
+    size_bars = [(str(k), v) for k, v in sorted(sizes.items())]
+    near = [
+        e for c in clusters for e in c.edges if e.method != "identical" and e.jaccard is not None
+    ]
+    lo = config.threshold
+    nb = 20
+    width = (1.0 - lo) / nb if lo < 1 else 1.0
+    sim_counts = [0] * nb
+    for e in near:
+        j = e.jaccard if e.jaccard is not None else 0.0
+        sim_counts[min(nb - 1, int((j - lo) / width)) if width else 0] += 1
+    sim_bars = [(f"{lo + i * width:.2f}", c) for i, c in enumerate(sim_counts)]
+
+    biggest = sorted(clusters, key=lambda c: (-len(c), c.id))[:8]
+    shingle_counts: Counter[str] = Counter()
+    sections = []
+    for c in biggest:
+        sections.append(
+            f"<h3>Cluster {c.id}: {len(c)} members, representative "
+            f"{html.escape(str(ids[c.representative]))}</h3>"
+        )
+        sections.append(
+            "<p class='edge'>members: "
+            + html.escape(", ".join(str(ids[m]) for m in c.members[:40]))
+            + (" …" if len(c) > 40 else "")
+            + "</p>"
+        )
+        for e in [x for x in c.edges if x.method != "identical"][:3]:
+            ta, tb = texts.get(e.a), texts.get(e.b)
+            if ta is None or tb is None:
+                continue
+            ex = shared_spans(ta, tb, config.shingle, normalizer=config.normalizer)
+            shingle_counts.update(ex.shared_shingles)
+            sections.append(
+                f"<p class='edge'>{html.escape(str(ids[e.a]))} — {html.escape(str(ids[e.b]))}: "
+                f"exact J = {e.jaccard:.3f} ({ex.shared} of {ex.total} shingles), estimate "
+                f"{(e.estimate or 0):.3f}, band {e.band}</p><div class='pair'><pre>"
+                f"{_highlight(ta, ex.spans_a)}</pre><pre>{_highlight(tb, ex.spans_b)}</pre></div>"
+            )
+        if not [x for x in c.edges if x.method != "identical"]:
+            sections.append("<p class='edge'>all members are identical after normalization</p>")
+    for e in near[:300]:
+        ta, tb = texts.get(e.a), texts.get(e.b)
+        if ta is not None and tb is not None and len(ta) + len(tb) < 200_000:
+            shingle_counts.update(
+                shared_spans(ta, tb, config.shingle, normalizer=config.normalizer).shared_shingles
+            )
+    top = shingle_counts.most_common(20)
+    top_rows = "".join(
+        f"<tr><td class='n'>{n}</td><td><code>{html.escape(s[:120])}</code></td></tr>"
+        for s, n in top
+    )
+    card_html = "".join(
+        f"<div class='card'><b>{html.escape(str(v))}</b>{html.escape(k)}</div>" for k, v in cards
+    )
+    table_html = "".join(
+        f"<tr><td>{html.escape(k)}</td><td class='n'>{html.escape(str(v))}</td></tr>"
+        for k, v in rows_tbl
+    )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<title>neardup report</title><style>" + _CSS + "</style></head><body>"
+        "<h1>neardup report</h1><p class='muted'>"
+        + html.escape(", ".join(map(str, stats.get("inputs", [])))[:300])
+        + "</p><div class='cards'>"
+        + card_html
+        + "</div>"
+        "<h2>Run</h2><table>" + table_html + "</table>"
+        "<h2>Cluster sizes</h2>"
+        + _bars(size_bars, "cluster sizes")
+        + "<h2>Similarity of verified near-duplicate edges</h2>"
+        + _bars(sim_bars, "exact Jaccard of verified edges", "#6C3BAA")
+        + "<h2>Candidate probability (S-curve)</h2>"
+        + _s_curve(bands, rows, config.threshold)
+        + "<p class='muted'>A pair at similarity s becomes a candidate with this probability; "
+        "every candidate is then verified exactly.</p>"
+        "<h2>Largest clusters</h2>"
+        + ("".join(sections) or "<p class='muted'>none</p>")
+        + "<h2>Most shared shingles among verified edges (boilerplate suspects)</h2>"
+        + (
+            f"<table><tr><th>edges</th><th>shingle</th></tr>{top_rows}</table>"
+            if top
+            else "<p class='muted'>none</p>"
+        )
+        + "</body></html>\n"
+    )
