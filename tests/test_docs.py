@@ -21,7 +21,7 @@ def test_quick_start_has_exactly_two_commands() -> None:
     blocks = re.findall(r"```sh\n(.*?)\n```", quick, flags=re.S)
     assert len(blocks) == 2
     assert all("\n" not in b.strip() for b in blocks)
-    assert "examples/quickstart.py" in blocks[0]
+    assert "neardup dedup data/sample.jsonl" in blocks[0]
     assert "pytest" in blocks[1]
 
 
@@ -48,3 +48,19 @@ def test_every_error_is_documented_in_readme() -> None:
         obj = getattr(neardup, name)
         if isinstance(obj, type) and issubclass(obj, Exception):
             assert f"`{name}`" in readme, name
+
+
+def test_quick_start_command_runs(tmp_path: Path) -> None:
+    """The first README command's job, from another folder, through the executable."""
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
+    cmd = _shell_blocks()[0].split("&&")[-1].strip().split()
+    assert cmd[0].endswith("neardup")
+    args = [str(ROOT / a) if a.startswith("data/") else a for a in cmd[1:]]
+    args = [str(tmp_path / a) if a.startswith("out/") else a for a in args]
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, check=True)
+    assert "540 documents" in proc.stdout
+    assert (tmp_path / "out" / "sample" / "report.html").exists()

@@ -121,7 +121,8 @@ def _open_binary(path: str) -> IO[bytes]:
                     "pip install 'neardup[io]'",
                 ) from exc
             fh = open(path, "rb")  # noqa: SIM115 - closed by the stream reader
-            return zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+            reader = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
+            return io.BufferedReader(reader)
         return open(path, "rb")
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc
@@ -129,9 +130,8 @@ def _open_binary(path: str) -> IO[bytes]:
 
 def _iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
     with _open_binary(path) as raw:
-        stream: IO[bytes] = raw if hasattr(raw, "readline") else io.BufferedReader(raw)  # type: ignore[type-var]
         try:
-            yield from enumerate(stream, start=1)
+            yield from enumerate(raw, start=1)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(
                 path,
