@@ -10,6 +10,7 @@ from ._errors import (
     CorruptFile,
     DocumentTooLarge,
     EmptyDocument,
+    InputError,
     InvalidConfig,
     MemoryLimitExceeded,
     NeardupError,
@@ -19,7 +20,10 @@ from ._errors import (
 )
 from .cluster import Cluster, Edge, build_clusters
 from .config import Config, ShingleSpec
+from .evaluate import evaluate
+from .explain import Explanation, shared_spans
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
+from .job import run_dedup
 from .lsh import (
     CandidatePairs,
     Layout,
@@ -34,12 +38,14 @@ from .minhash import BBitSignatures, MinHasher, Signature, SignatureSet
 from .normalize import NormalizedText, Normalizer, get_normalizer
 from .oracle import allpairs_join, brute_force_pairs
 from .pipeline import (
+    DedupIndex,
     Deduplicator,
     DedupResult,
     Match,
     find_duplicates,
 )
 from .screen import BloomFilter
+from .stream import dedup_records, filter_dataset, unique_records
 from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
 from .verify import PairScores, jaccard, verify_pairs
 
@@ -52,12 +58,15 @@ __all__ = [
     "Cluster",
     "Config",
     "CorruptFile",
+    "DedupIndex",
     "DedupResult",
     "Deduplicator",
     "DocumentTooLarge",
     "Edge",
     "EmptyDocument",
+    "Explanation",
     "HashKey",
+    "InputError",
     "InvalidConfig",
     "LSHIndex",
     "LSHStats",
@@ -83,15 +92,21 @@ __all__ = [
     "build_clusters",
     "candidate_pairs",
     "candidate_probability",
+    "dedup_records",
     "default_layout",
+    "evaluate",
+    "filter_dataset",
     "find_duplicates",
     "get_normalizer",
     "hash_documents",
     "jaccard",
     "optimal_params",
     "plant_near_duplicates",
+    "run_dedup",
+    "shared_spans",
     "shingles",
     "stdlib_paragraphs",
     "synthetic_documents",
+    "unique_records",
     "verify_pairs",
 ]
