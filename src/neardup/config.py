@@ -34,6 +34,10 @@ VerifyMode = Literal["exact", "estimate"]
 
 _MAX_PERM = 4096
 
+SCRATCH_BYTES = 640 * 1024**2
+"""Fixed scratch a batch run plans for: hashing works in 64 MiB chunks of text,
+each needing up to 9 bytes of buffers per text byte."""
+
 
 def _check_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -215,19 +219,24 @@ class Config:
         return default_layout(self.threshold, self.num_perm, recall=self.recall_target)
 
     def estimated_memory_per_document(self, *, avg_bytes: int = 2048) -> int:
-        """Planned bytes per document of ``avg_bytes`` in a batch run.
+        """Planned bytes per document of ``avg_bytes`` (UTF-8) in a batch run.
 
-        Counts the signature (4·k), band keys (8·b), the padded and final
-        shingle-hash buffers (up to 16 bytes per text byte), the text itself and
-        per-document bookkeeping.
+        Counts the signature (4·k), band keys (8·b), the shingle-hash set (8 bytes
+        per distinct shingle: about one per 6 bytes for word shingles, one per byte
+        otherwise), three copies of the text (as read, as kept for output, and
+        normalized) and per-document bookkeeping.  Batch runs add a fixed
+        :data:`SCRATCH_BYTES` for the hashing buffers, which are reused per chunk.
         """
         bands, _ = self.layout
-        shingles = min(max(avg_bytes, 1), self.shingle.max_shingles)
-        return 4 * self.num_perm + 8 * bands + 16 * shingles + avg_bytes + 96
+        avg = max(avg_bytes, 1)
+        per_shingle = 6 if self.shingle.kind == "word" else 1
+        shingles = min(max(avg // per_shingle, 1), self.shingle.max_shingles)
+        return 4 * self.num_perm + 8 * bands + 8 * shingles + 3 * avg + 160
 
     def max_documents_in_memory(self, *, avg_bytes: int = 2048) -> int:
         """How many documents of ``avg_bytes`` fit in ``memory_limit``."""
-        return self.memory_limit // self.estimated_memory_per_document(avg_bytes=avg_bytes)
+        room = max(self.memory_limit - SCRATCH_BYTES, 0)
+        return room // self.estimated_memory_per_document(avg_bytes=avg_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

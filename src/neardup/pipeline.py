@@ -43,7 +43,7 @@ import numpy.typing as npt
 from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, MemoryLimitExceeded
 from .cluster import KEEP_RULES, Cluster, Edge, build_clusters
-from .config import Config
+from .config import SCRATCH_BYTES, Config
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, _encode, _hash_encoded
 from .lsh import LSHIndex, candidate_probability
 from .minhash import MinHasher, Signature, SignatureSet
@@ -323,17 +323,21 @@ def find_duplicates(
             )
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    norm = get_normalizer(cfg.normalizer)
-    encoded = [_encode(norm(t)) for t in texts]
-    n_new = len(encoded)
+    n_new = len(texts)
     n_prior = len(prior) if prior is not None else 0
-    total_bytes = sum(len(e) for e in encoded)
-    avg = total_bytes // n_new if n_new else 0
-    planned = (n_new + n_prior) * cfg.estimated_memory_per_document(avg_bytes=max(avg, 1))
+    # Checked before anything is allocated: characters approximate UTF-8 bytes.
+    chars = sum(len(t) for t in texts)
+    avg = chars // n_new if n_new else 0
+    planned = min(SCRATCH_BYTES, 9 * chars + (1 << 20)) + (
+        n_new + n_prior
+    ) * cfg.estimated_memory_per_document(avg_bytes=max(avg, 1))
     if planned > cfg.memory_limit:
         raise MemoryLimitExceeded(
             planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
         )
+    norm = get_normalizer(cfg.normalizer)
+    encoded = [_encode(norm(t)) for t in texts]
+    total_bytes = sum(len(e) for e in encoded)
     timings["normalize"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -360,6 +364,9 @@ def find_duplicates(
     eligible = ~empty & ~too_large
     all_encoded: list[bytes | None] = [None] * n_prior + list(encoded)
     exact_edges, leaders = _exact_groups(all_encoded, sets, eligible)
+    # The normalized texts are no longer needed; let their memory go before the join.
+    del all_encoded, hashed_input
+    encoded.clear()
     if prior is not None:
         # Identical edges among indexed documents were found by the earlier run.
         exact_edges = [e for e in exact_edges if e.b >= n_prior]
