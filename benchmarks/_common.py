@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import importlib.util
 import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -101,32 +104,78 @@ def _mem_total_gib() -> float | None:
     return None
 
 
-def neardup_source() -> dict[str, Any]:
-    """Digest of neardup's source files and, when in a git checkout, the commit.
+_SNAPSHOT_ENV = "NEARDUP_BENCH_SNAPSHOT"
 
-    Recorded at the start and the end of a run so that results measured while the
-    library was being edited are flagged (``source_changed_during_run``).
-    """
-    import neardup
 
-    root = Path(neardup.__file__).resolve().parent
+def _source_dir() -> Path:
+    spec = importlib.util.find_spec("neardup")
+    if spec is None or spec.origin is None:
+        raise SystemExit("neardup is not importable: install it (pip install -e .)")
+    return Path(spec.origin).resolve().parent
+
+
+def _digest(root: Path) -> str:
     h = hashlib.sha256()
     for f in sorted(root.glob("*.py")):
         h.update(f.name.encode())
         h.update(f.read_bytes())
-    out: dict[str, Any] = {"sha256": h.hexdigest()[:16]}
+    return h.hexdigest()[:16]
+
+
+def _git_info(root: Path) -> dict[str, Any]:
+    git = ["git", "-C", str(root)]
     try:
-        git = ["git", "-C", str(root)]
-        out["git_commit"] = subprocess.run(
+        commit = subprocess.run(
             [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
             [*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True
         ).stdout.strip()
-        out["git_dirty"] = bool(dirty)
     except (OSError, subprocess.CalledProcessError):
-        pass
+        return {}
+    return {"git_commit": commit, "git_dirty": bool(dirty)}
+
+
+def neardup_source() -> dict[str, Any]:
+    """Which neardup is measured: digest of the imported source files, path, git commit.
+
+    Recorded at the start and the end of a run so that a run whose library changed
+    underneath it is flagged (``source_changed_during_run``).
+    """
+    root = _source_dir()
+    snap = os.environ.get(_SNAPSHOT_ENV)
+    out: dict[str, Any] = {"sha256": _digest(root), "snapshot": bool(snap),
+                           "imported_from": str(root)}
+    if snap:
+        out.update(json.loads(snap))
+    else:
+        out["path"] = str(root)
+        out.update(_git_info(root))
     return out
+
+
+def run_in_snapshot(script: str, argv: list[str]) -> int | None:
+    """Re-run ``script`` against a frozen copy of neardup's source.
+
+    The library may be edited while a benchmark runs (and its subprocesses would then
+    import newer code than the parent); the copy pins one version for the whole run.
+    Returns the child's exit code, or None when already running inside a snapshot.
+    """
+    if os.environ.get(_SNAPSHOT_ENV):
+        return None
+    src = _source_dir()
+    with tempfile.TemporaryDirectory(prefix="neardup-bench-src-") as tmp:
+        shutil.copytree(src, Path(tmp) / "neardup", ignore=shutil.ignore_patterns("__pycache__"))
+        info = {"path": str(src), "sha256_at_copy": _digest(Path(tmp) / "neardup"),
+                **_git_info(src)}
+        env = {
+            **os.environ,
+            _SNAPSHOT_ENV: json.dumps(info, sort_keys=True),
+            "PYTHONPATH": os.pathsep.join(p for p in (tmp, os.environ.get("PYTHONPATH")) if p),
+        }
+        print(f"measuring a snapshot of {src} (git {info.get('git_commit', '?')}"
+              f"{', dirty' if info.get('git_dirty') else ''})", file=sys.stderr, flush=True)
+        return subprocess.run([sys.executable, script, *argv], env=env, check=False).returncode
 
 
 def finish(results: dict[str, Any], start_source: dict[str, Any]) -> None:

@@ -44,7 +44,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import NUM_PERM, SEED, finish, machine_info, py_shingles, write_json
+from _common import (
+    NUM_PERM,
+    SEED,
+    finish,
+    machine_info,
+    py_shingles,
+    run_in_snapshot,
+    write_json,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "recall.json"
@@ -260,7 +268,9 @@ def explain_misses(
         out.append({
             "a": x, "b": y, "jaccard": round(truth[(x, y)], 6),
             "signature_agreement": round(float(agree.mean()), 6), "band_collisions": hits,
-            "candidate_probability_at_j": round(candidate_probability(truth[(x, y)], bands, rows), 6),
+            "candidate_probability_at_j": round(
+                candidate_probability(truth[(x, y)], bands, rows), 6
+            ),
         })
     return out
 
@@ -352,6 +362,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base", type=int, default=3000, help="stdlib paragraphs (default 3000)")
     p.add_argument("--copies", type=int, default=1500, help="planted copies (default 1500)")
+    p.add_argument(
+        "--no-snapshot", action="store_true",
+        help="measure the installed neardup in place (default: a frozen copy of its source;"
+        " --quick implies this)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny corpus for a CI smoke test")
     p.add_argument("--cluster-pair-cap", type=int, default=2_000_000,
                    help="skip counting below-threshold same-cluster pairs past this many pairs")
@@ -365,6 +380,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if not (a.no_snapshot or a.quick or getattr(a, "worker", None)):
+        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
+        if rc is not None:
+            return rc
     import neardup
     from neardup import Config, ShingleSpec, allpairs_join
     from neardup.hashing import hash_documents
@@ -387,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     truth_nd = {
         (int(x), int(y)): float(j) for x, y, j in zip(tj.a, tj.b, tj.jaccard, strict=True)
     }
+    t_sh = time.perf_counter()
     lists = [py_shingles(t) for t in texts]
+    t_shingles = time.perf_counter() - t_sh
     psets = [frozenset(s) for s in lists]
     t1 = time.perf_counter()
     truth_py = python_truth(psets, THRESHOLD)
@@ -427,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
             "empty_docs_python": sum(not s for s in psets),
             "planted_pairs": planted,
             "planted_pairs_with_true_j_ge_t": planted_found,
+            "time_python_shingles_s": round(t_shingles, 4),
         },
         "truth": {
             **compare_truths(truth_nd, truth_py),
