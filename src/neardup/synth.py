@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import re
@@ -64,8 +65,8 @@ def synthetic_documents(
     """``n`` documents of ``words`` words from a Zipf-like vocabulary of ``vocabulary`` words."""
     rng = random.Random(seed)
     vocab = [f"w{i}" for i in range(vocabulary)]
-    weights = [1.0 / (i + 10) for i in range(vocabulary)]
-    return [" ".join(rng.choices(vocab, weights=weights, k=words)) for _ in range(n)]
+    cum = list(itertools.accumulate(1.0 / (i + 10) for i in range(vocabulary)))
+    return [" ".join(rng.choices(vocab, cum_weights=cum, k=words)) for _ in range(n)]
 
 
 def _edit(text: str, rate: float, rng: random.Random, vocab: Sequence[str]) -> str:
@@ -100,6 +101,8 @@ def plant_near_duplicates(
     rng = random.Random(seed)
     rates = [edit_rate] if isinstance(edit_rate, int | float) else list(edit_rate)
     vocab = sorted({t for doc in base[:2000] for t in doc.split(" ") if t})[:50_000] or ["x"]
+    if not base:
+        return [], []
     texts = list(base)
     parents = [-1] * len(base)
     for c in range(copies):
