@@ -59,3 +59,13 @@ def test_idempotent(text: str) -> None:
         n = get_normalizer(name)
         once = n(text)
         assert n(n(once)) == n(once)
+
+
+@given(text=st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_ascii_fast_path_equals_the_unicode_definition(text: str) -> None:
+    import unicodedata
+
+    assert get_normalizer("nfkc-casefold")(text) == " ".join(
+        unicodedata.normalize("NFKC", text).casefold().split()
+    )
+    assert get_normalizer("nfkc")(text) == " ".join(unicodedata.normalize("NFKC", text).split())

@@ -35,10 +35,15 @@ def _identity(text: str) -> str:
 
 
 def _nfkc_casefold(text: str) -> str:
+    # ASCII is already NFKC and its case folding is lower(): skip the Unicode pass.
+    if text.isascii():
+        return text.lower()
     return unicodedata.normalize("NFKC", text).casefold()
 
 
 def _nfkc(text: str) -> str:
+    if text.isascii():
+        return text
     return unicodedata.normalize("NFKC", text)
 
 
