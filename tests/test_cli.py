@@ -91,6 +91,7 @@ def test_jsonl_end_to_end(tmp_path: Path, texts: list[str]) -> None:
     write_jsonl(src, recs)
     proc = run("dedup", str(src), "--output", str(tmp_path / "out"), "--id-field", "id")
     assert "documents" in proc.stdout
+    assert proc.stderr == ""  # no progress bars when stderr is not a terminal
     out = tmp_path / "out"
     check_outputs(out, texts, "jsonl", lambda m: f"r{m:03d}")
     kept_lines = (out / "kept.jsonl").read_text().splitlines()

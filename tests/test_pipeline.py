@@ -221,3 +221,25 @@ def test_same_input_same_bytes_across_processes_and_threads() -> None:
         )
     assert outs[0] == outs[1] == outs[2]
     assert len(json.loads(outs[0])) > 10
+
+
+def test_progress_reports_every_stage_and_band_rounds_are_equivalent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import neardup.pipeline as P
+
+    texts = _planted(300, 200)
+    seen: list[tuple[str, int, int]] = []
+    r = find_duplicates(texts, config=Config(), progress=lambda *a: seen.append(a))
+    assert {"shingle_hash", "candidates_verify"} <= {s for s, _, _ in seen}
+    assert seen[-1] == ("candidates_verify", r.stats["bands"], r.stats["bands"])
+    assert r.stats["candidate_pairs"] > 0
+    # One band per round (as for a huge corpus) gives exactly the same result.
+    monkeypatch.setattr(P, "_BAND_ROUND_BYTES", 1)
+    rounds: list[tuple[str, int, int]] = []
+    again = find_duplicates(texts, config=Config(), progress=lambda *a: rounds.append(a))
+    assert [x for x in rounds if x[0] == "candidates_verify"] == [
+        ("candidates_verify", i + 1, r.stats["bands"]) for i in range(r.stats["bands"])
+    ]
+    assert [e.to_dict() for e in again.edges] == [e.to_dict() for e in r.edges]
+    assert again.stats["candidate_pairs"] == r.stats["candidate_pairs"]

@@ -423,17 +423,18 @@ def minhash_oph(hashes, indptr, k, seed, out):
 
 
 @njit(parallel=True, cache=True)
-def band_keys(sig, bands, rows, seed, out):
-    """64-bit key per (document, band): a mixed chain over the band's rows."""
+def band_keys(sig, band_lo, band_hi, rows, seed, out):
+    """64-bit key per (document, band) for bands [band_lo, band_hi): a mixed chain
+    over the band's rows.  ``out`` is (n, band_hi - band_lo)."""
     n = sig.shape[0]
     seed = U64(seed)
     for d in prange(n):
-        for bnd in range(bands):
+        for bnd in range(band_lo, band_hi):
             h = fmix64(seed ^ (U64(bnd + 1) * _P1))
             base = bnd * rows
             for j in range(rows):
                 h = fmix64((h ^ U64(sig[d, base + j])) * _P2 + _P4)
-            out[d, bnd] = h
+            out[d, bnd - band_lo] = h
 
 
 @njit(cache=True)
@@ -492,11 +493,20 @@ MODE_ALL_EDGES = 1
 MODE_FOREST = 2
 
 
-@njit(cache=True)
-def band_join(keys, active, sig, data, indptr, threshold, max_cand, mode, use_estimate, parent):
-    """Walk every band's buckets and verify candidate pairs.
+def new_seen() -> Dict:
+    """The pair memo that :func:`band_join` shares across calls (band rounds)."""
+    return Dict.empty(key_type=types.int64, value_type=types.int8)
 
-    ``keys`` is (n, bands) uint64; only rows with ``active`` set take part.  Within a
+
+@njit(cache=True)
+def band_join(
+    keys, band_lo, active, sig, data, indptr, threshold, max_cand, mode, use_estimate, parent, seen
+):
+    """Walk the buckets of bands [band_lo, band_lo + keys.shape[1]) and verify pairs.
+
+    ``keys`` is (n, bands in this round) uint64; only rows with ``active`` set take
+    part.  ``parent`` (union-find) and ``seen`` (pairs already handled) carry over
+    from one round to the next, so bands may be processed a few at a time.  Within a
     bucket, members are visited in index order and each is paired with at most
     ``max_cand`` of the bucket's preceding members (nearest first); pairs cut by the
     cap are counted in ``overflow``.  A pair is handled once, at the first band in
@@ -523,7 +533,6 @@ def band_join(keys, active, sig, data, indptr, threshold, max_cand, mode, use_es
     eunion = np.empty(cap, dtype=np.int64)
     ematch = np.empty(cap, dtype=np.int64)
     ne = 0
-    seen = Dict.empty(key_type=types.int64, value_type=types.int8)
     n_cand = 0
     n_ver = 0
     overflow = 0
@@ -595,7 +604,7 @@ def band_join(keys, active, sig, data, indptr, threshold, max_cand, mode, use_es
                                 ematch = _grow(ematch, ne + 1)
                             ea[ne] = a
                             eb[ne] = b
-                            eband[ne] = bnd
+                            eband[ne] = band_lo + bnd
                             einter[ne] = inter
                             eunion[ne] = uni
                             ematch[ne] = matches

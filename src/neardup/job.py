@@ -148,8 +148,12 @@ def run_dedup(
     tmp = None if dry_run else prepare_output(output, overwrite)
     try:
         t0 = time.perf_counter()
+        if progress is not None:
+            progress("read", 0, 1)
         corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
         read_s = time.perf_counter() - t0
+        if progress is not None:
+            progress("read", 1, 1)
         prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
         if prior is not None and id_field is None:
             corpus.ids = [len(prior) + i for i in range(len(corpus))]
@@ -167,7 +171,11 @@ def run_dedup(
         if tmp is None:
             return stats
         t1 = time.perf_counter()
+        if progress is not None:
+            progress("write", 0, 1)
         _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
+        if progress is not None:
+            progress("write", 1, 1)
         if save_index:
             os.makedirs(save_index, exist_ok=True)
             result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))

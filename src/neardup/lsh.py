@@ -238,6 +238,7 @@ def candidate_pairs(signatures: SignatureSet, *, max_candidates: int = 64) -> Ca
     indptr = np.zeros(n + 1, dtype=np.int64)
     a, b, band, _, _, _, _, _, overflow, _ = K.band_join(
         keys,
+        0,
         np.ones(n, dtype=np.bool_),
         signatures.matrix,
         empty_u64,
@@ -247,6 +248,7 @@ def candidate_pairs(signatures: SignatureSet, *, max_candidates: int = 64) -> Ca
         K.MODE_CANDIDATES,
         False,
         parent,
+        K.new_seen(),
     )
     return CandidatePairs(a, b, band, int(overflow))
 
@@ -332,7 +334,7 @@ class LSHIndex:
 
     def _band_keys(self, sig: npt.NDArray[np.uint32]) -> list[int]:
         out = np.empty((1, self.scheme.bands), dtype=np.uint64)
-        K.band_keys(sig[None, :], self.scheme.bands, self.scheme.rows, np.uint64(0), out)
+        K.band_keys(sig[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(0), out)
         return [int(v) for v in out[0]]
 
     def _check(self, sig: Signature) -> None:

@@ -112,7 +112,9 @@ class Signature:
         """The 64-bit bucket key of band ``i`` (as the index computes it)."""
         self.band(i)
         out = np.empty((1, self.scheme.bands), dtype=np.uint64)
-        K.band_keys(self.values[None, :], self.scheme.bands, self.scheme.rows, np.uint64(seed), out)
+        K.band_keys(
+            self.values[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(seed), out
+        )
         return int(out[0, i])
 
     def to_bytes(self) -> bytes:
@@ -135,10 +137,20 @@ class SignatureSet:
     def similarity(self, i: int, j: int) -> float:
         return float(np.count_nonzero(self.matrix[i] == self.matrix[j])) / int(self.matrix.shape[1])
 
-    def band_keys(self, *, seed: int = 0) -> npt.NDArray[np.uint64]:
-        """(n, bands) array of 64-bit bucket keys."""
-        out = np.empty((len(self), self.scheme.bands), dtype=np.uint64)
-        K.band_keys(self.matrix, self.scheme.bands, self.scheme.rows, np.uint64(seed), out)
+    def band_keys(
+        self, *, seed: int = 0, lo: int = 0, hi: int | None = None
+    ) -> npt.NDArray[np.uint64]:
+        """(n, hi - lo) array of 64-bit bucket keys of bands [lo, hi) (default: all)."""
+        top = self.scheme.bands if hi is None else hi
+        if not 0 <= lo <= top <= self.scheme.bands:
+            raise InvalidConfig(
+                "bands",
+                (lo, hi),
+                f"outside 0..{self.scheme.bands}",
+                f"use 0 <= lo <= hi <= {self.scheme.bands}",
+            )
+        out = np.empty((len(self), top - lo), dtype=np.uint64)
+        K.band_keys(self.matrix, lo, top, self.scheme.rows, np.uint64(seed), out)
         return out
 
     def concat(self, other: SignatureSet) -> SignatureSet:

@@ -51,6 +51,9 @@ from .normalize import get_normalizer
 from .oracle import allpairs_join
 from .screen import BloomFilter
 
+_BAND_ROUND_BYTES = 256 << 20
+"""Budget of one band round's keys (8 bytes per document and band)."""
+
 __all__ = [
     "DedupIndex",
     "DedupResult",
@@ -398,23 +401,45 @@ def find_duplicates(
     if method == "lsh":
         sigs = MinHasher(cfg, key=key).from_sets(sub)
         timings["signatures"] = time.perf_counter() - t3
-        t4 = time.perf_counter()
-        keys = sigs.band_keys()
-        timings["band_keys"] = time.perf_counter() - t4
-        t5 = time.perf_counter()
         mode = K.MODE_FOREST if edges == "forest" else K.MODE_ALL_EDGES
-        ea, eb, eband, einter, eunion, ematch, ncand, nver, overflow, skipped = K.band_join(
-            keys,
-            np.ones(active.shape[0], dtype=np.bool_),
-            sigs.matrix,
-            sub.data,
-            sub.indptr,
-            float(cfg.threshold),
-            cfg.max_candidates,
-            mode,
-            cfg.verify == "estimate",
-            parent,
-        )
+        seen = K.new_seen()
+        ones = np.ones(active.shape[0], dtype=np.bool_)
+        # Bands are keyed and joined a few at a time so that key memory stays at
+        # 8 bytes per document and band in the round, not for all bands at once.
+        per_round = max(1, min(bands, _BAND_ROUND_BYTES // max(8 * active.shape[0], 1)))
+        parts: list[tuple[npt.NDArray[np.int64], ...]] = []
+        ncand = nver = overflow = skipped = 0
+        band_s = 0.0
+        t5 = time.perf_counter()
+        for lo in range(0, bands, per_round):
+            hi = min(bands, lo + per_round)
+            tk = time.perf_counter()
+            keys = sigs.band_keys(lo=lo, hi=hi)
+            band_s += time.perf_counter() - tk
+            ra, rb, rband, rinter, runion, rmatch, c1, c2, c3, c4 = K.band_join(
+                keys,
+                lo,
+                ones,
+                sigs.matrix,
+                sub.data,
+                sub.indptr,
+                float(cfg.threshold),
+                cfg.max_candidates,
+                mode,
+                cfg.verify == "estimate",
+                parent,
+                seen,
+            )
+            parts.append((ra, rb, rband, rinter, runion, rmatch))
+            ncand, nver, overflow, skipped = ncand + c1, nver + c2, overflow + c3, skipped + c4
+            if progress is not None:
+                progress("candidates_verify", hi, bands)
+        timings["band_keys"] = band_s
+        cat = [
+            np.concatenate([p[i] for p in parts]) if parts else np.empty(0, np.int64)
+            for i in range(6)
+        ]
+        ea, eb, eband, einter, eunion, ematch = cat
         counters.update(
             candidate_pairs=int(ncand),
             verified_pairs=int(nver),
@@ -444,7 +469,7 @@ def find_duplicates(
                     union=union if exact else None,
                 )
             )
-        timings["candidates_verify"] = time.perf_counter() - t5
+        timings["candidates_verify"] = time.perf_counter() - t5 - band_s
     else:
         pairs = allpairs_join(sub, cfg.threshold)
         counters.update(candidate_pairs=len(pairs), verified_pairs=len(pairs))
