@@ -59,6 +59,7 @@ __all__ = [
     "DedupResult",
     "Deduplicator",
     "Match",
+    "dedup_sets",
     "find_duplicates",
 ]
 
@@ -340,7 +341,6 @@ def find_duplicates(
         )
     norm = get_normalizer(cfg.normalizer)
     encoded = [_encode(norm(t)) for t in texts]
-    total_bytes = sum(len(e) for e in encoded)
     timings["normalize"] = time.perf_counter() - t0
 
     t1 = time.perf_counter()
@@ -348,6 +348,7 @@ def find_duplicates(
     too_large_new = lengths_new > cfg.max_document_bytes
     hashed_input = [b"" if big else e for e, big in zip(encoded, too_large_new, strict=True)]
     new_sets = _hash_in_chunks(hashed_input, cfg, key, scheme, progress)
+    del hashed_input
     new_sets = ShingleSets(
         new_sets.data,
         new_sets.indptr,
@@ -357,27 +358,77 @@ def find_duplicates(
         lengths_new,
         scheme,
     )
+    timings["shingle_hash"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    new_sigs = MinHasher(cfg, key=key).from_sets(new_sets) if method == "lsh" else None
+    timings["signatures"] = time.perf_counter() - t2
+    return dedup_sets(
+        new_sets,
+        new_sigs,
+        encoded,
+        too_large_new,
+        config=cfg,
+        key=key,
+        keep=keep,
+        method=method,
+        edges=edges,
+        prior=prior,
+        progress=progress,
+        timings=timings,
+        t0=t0,
+    )
+
+
+def dedup_sets(
+    new_sets: ShingleSets,
+    new_sigs: SignatureSet | None,
+    encoded: list[bytes] | None,
+    too_large_new: npt.NDArray[np.bool_],
+    *,
+    config: Config,
+    key: HashKey | None = None,
+    keep: str = "first",
+    method: Literal["lsh", "exact"] = "lsh",
+    edges: Literal["forest", "all"] = "forest",
+    prior: DedupIndex | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+    timings: dict[str, float] | None = None,
+    t0: float | None = None,
+) -> DedupResult:
+    """The stages after hashing, on shingle sets and signatures already computed.
+
+    This is what :func:`find_duplicates` runs after hashing, and what an
+    out-of-core run calls with memory-mapped ``new_sets`` and ``new_sigs``.
+    ``encoded`` (normalized UTF-8 texts) confirms exact duplicates byte for byte;
+    without it equal content hashes are confirmed by equal shingle-hash sets.
+    """
+    cfg = config
+    timings = {} if timings is None else timings
+    t0 = time.perf_counter() if t0 is None else t0
+    scheme = new_sets.scheme
+    n_new = len(new_sets)
+    n_prior = len(prior) if prior is not None else 0
     sets = prior.sets.concat(new_sets) if prior is not None else new_sets
     n = n_prior + n_new
     too_large = np.r_[np.zeros(n_prior, dtype=np.bool_), too_large_new]
     empty = (sets.raw_counts == 0) & ~too_large
-    timings["shingle_hash"] = time.perf_counter() - t1
+    total_bytes = int(new_sets.byte_lengths.sum())
 
     t2 = time.perf_counter()
     eligible = ~empty & ~too_large
-    all_encoded: list[bytes | None] = [None] * n_prior + list(encoded)
+    all_encoded: list[bytes | None] = [None] * n_prior
+    all_encoded += encoded if encoded is not None else [None] * n_new
     exact_edges, leaders = _exact_groups(all_encoded, sets, eligible)
     # The normalized texts are no longer needed; let their memory go before the join.
-    del all_encoded, hashed_input
-    encoded.clear()
+    del all_encoded
+    if encoded is not None:
+        encoded.clear()
     if prior is not None:
         # Identical edges among indexed documents were found by the earlier run.
         exact_edges = [e for e in exact_edges if e.b >= n_prior]
     timings["exact_duplicates"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
-    active = np.flatnonzero(leaders).astype(np.int64)
-    sub = sets.take(active)
     bands, rows = cfg.layout
     near_edges: list[Edge] = []
     counters = {
@@ -386,27 +437,29 @@ def find_duplicates(
         "candidate_overflow": 0,
         "skipped_connected": 0,
     }
-    sigs: SignatureSet | None = None
     prior_edges = list(prior.edges) if prior is not None else []
-    parent = np.arange(active.shape[0], dtype=np.int64)
-    if prior_edges:
-        # Seed the union-find with the earlier run's clusters so that pairs already
-        # joined are not verified again.
-        local = np.full(n, -1, dtype=np.int64)
-        local[active] = np.arange(active.shape[0])
-        for e in prior_edges:
-            la, lb = int(local[e.a]), int(local[e.b])
-            if la >= 0 and lb >= 0:
-                _uf_union(parent, la, lb)
+    parent = np.arange(n, dtype=np.int64)
+    # Seed the union-find with the earlier run's clusters so that pairs already
+    # joined are not verified again.
+    for e in prior_edges:
+        _uf_union(parent, e.a, e.b)
+    sigs: SignatureSet | None = None
     if method == "lsh":
-        sigs = MinHasher(cfg, key=key).from_sets(sub)
-        timings["signatures"] = time.perf_counter() - t3
+        if new_sigs is None:
+            raise InvalidConfig(
+                "new_sigs",
+                None,
+                "method='lsh' needs signatures",
+                "pass MinHasher(config).from_sets(new_sets)",
+            )
+        sigs = new_sigs
+        if prior is not None:
+            sigs = MinHasher(cfg, key=key).from_sets(prior.sets).concat(new_sigs)
         mode = K.MODE_FOREST if edges == "forest" else K.MODE_ALL_EDGES
         seen = K.new_seen()
-        ones = np.ones(active.shape[0], dtype=np.bool_)
         # Bands are keyed and joined a few at a time so that key memory stays at
         # 8 bytes per document and band in the round, not for all bands at once.
-        per_round = max(1, min(bands, _BAND_ROUND_BYTES // max(8 * active.shape[0], 1)))
+        per_round = max(1, min(bands, _BAND_ROUND_BYTES // max(8 * n, 1)))
         parts: list[tuple[npt.NDArray[np.int64], ...]] = []
         ncand = nver = overflow = skipped = 0
         band_s = 0.0
@@ -419,10 +472,10 @@ def find_duplicates(
             ra, rb, rband, rinter, runion, rmatch, c1, c2, c3, c4 = K.band_join(
                 keys,
                 lo,
-                ones,
+                leaders,
                 sigs.matrix,
-                sub.data,
-                sub.indptr,
+                sets.data,
+                sets.indptr,
                 float(cfg.threshold),
                 cfg.max_candidates,
                 mode,
@@ -439,7 +492,6 @@ def find_duplicates(
             np.concatenate([p[i] for p in parts]) if parts else np.empty(0, np.int64)
             for i in range(6)
         ]
-        ea, eb, eband, einter, eunion, ematch = cat
         counters.update(
             candidate_pairs=int(ncand),
             verified_pairs=int(nver),
@@ -447,20 +499,12 @@ def find_duplicates(
             skipped_connected=int(skipped),
         )
         k = cfg.num_perm
-        for a, b, band, inter, union, match in zip(
-            ea.tolist(),
-            eb.tolist(),
-            eband.tolist(),
-            einter.tolist(),
-            eunion.tolist(),
-            ematch.tolist(),
-            strict=True,
-        ):
+        for a, b, band, inter, union, match in zip(*(c.tolist() for c in cat), strict=True):
             exact = inter >= 0
             near_edges.append(
                 Edge(
-                    a=int(active[a]),
-                    b=int(active[b]),
+                    a=a,
+                    b=b,
                     jaccard=inter / union if exact else None,
                     estimate=match / k,
                     band=band,
@@ -471,6 +515,8 @@ def find_duplicates(
             )
         timings["candidates_verify"] = time.perf_counter() - t5 - band_s
     else:
+        active = np.flatnonzero(leaders).astype(np.int64)
+        sub = sets.take(active)
         pairs = allpairs_join(sub, cfg.threshold)
         counters.update(candidate_pairs=len(pairs), verified_pairs=len(pairs))
         for a, b, inter, union in zip(
@@ -480,12 +526,13 @@ def find_duplicates(
             pairs.union.tolist(),
             strict=True,
         ):
-            if edges == "forest" and not _uf_union(parent, a, b):
+            ga, gb = int(active[a]), int(active[b])
+            if edges == "forest" and not _uf_union(parent, ga, gb):
                 continue
             near_edges.append(
                 Edge(
-                    a=int(active[a]),
-                    b=int(active[b]),
+                    a=ga,
+                    b=gb,
                     jaccard=inter / union,
                     estimate=None,
                     band=None,
