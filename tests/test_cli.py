@@ -391,3 +391,49 @@ def test_every_command_and_option_is_documented() -> None:
         for opt in opts:
             assert opt in help_text, (name, opt)
             assert re.search(re.escape(opt) + r"\b", readme), (name, opt)
+
+
+def test_out_of_core_run_equals_in_memory_run(tmp_path: Path, texts: list[str]) -> None:
+    more = synthetic_documents(6000, seed=23, words=60)
+    src = tmp_path / "in.jsonl"
+    write_jsonl(src, [*records(texts + more), {"id": "bad", "text": ""}])
+    run("dedup", str(src), "-o", str(tmp_path / "mem"), "--id-field", "id")
+    # A memory limit below the in-memory plan switches to the out-of-core path.
+    proc = run(
+        "dedup",
+        str(src),
+        "-o",
+        str(tmp_path / "ooc"),
+        "--id-field",
+        "id",
+        "--memory-limit",
+        "16MiB",
+        "--work-dir",
+        str(tmp_path / "work"),
+    )
+    assert "wrote" in proc.stdout
+    st = json.loads((tmp_path / "ooc" / "stats.json").read_text())
+    assert st["out_of_core"] is True and st["work_bytes"] > 0
+    for name in ("kept.jsonl", "duplicates.jsonl", "clusters.jsonl", "report.html"):
+        assert (tmp_path / "mem" / name).read_bytes() == (tmp_path / "ooc" / name).read_bytes(), (
+            name
+        )
+    assert os.listdir(tmp_path / "work") == []  # working files are removed
+    run("dedup", str(src), "-o", str(tmp_path / "forced"), "--id-field", "id", "--spill")
+    # A limit too small even for the out-of-core join is refused up front.
+    proc = run(
+        "dedup", str(src), "-o", str(tmp_path / "tiny"), "--memory-limit", "2MiB", check=False
+    )
+    assert proc.returncode == 5 and "memory_limit" in proc.stderr
+    assert (tmp_path / "forced" / "kept.jsonl").read_bytes() == (
+        tmp_path / "mem" / "kept.jsonl"
+    ).read_bytes()
+    # Formats that do not stream are refused with the reason and the fix.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(records(texts)), tmp_path / "in.parquet")
+    proc = run(
+        "dedup", str(tmp_path / "in.parquet"), "-o", str(tmp_path / "pq"), "--spill", check=False
+    )
+    assert proc.returncode == 5 and "JSONL" in proc.stderr and "fix:" in proc.stderr

@@ -278,6 +278,17 @@ def main() -> None:
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option("--dry-run", is_flag=True, help="Compute and print stats, write nothing.")
 @click.option("--no-report", is_flag=True, help="Skip report.html.")
+@click.option(
+    "--spill",
+    is_flag=True,
+    help="Work out of core even if the input fits (JSONL inputs; automatic when "
+    "the in-memory plan exceeds --memory-limit).",
+)
+@click.option(
+    "--work-dir",
+    default=None,
+    help="Folder for out-of-core working files (default: beside --output).",
+)
 @_common
 def dedup(
     inputs: tuple[str, ...],
@@ -289,6 +300,8 @@ def dedup(
     overwrite: bool,
     dry_run: bool,
     no_report: bool,
+    spill: bool,
+    work_dir: str | None,
     text_field: str,
     id_field: str | None,
     threshold: float,
@@ -348,6 +361,8 @@ def dedup(
             workers=workers,
             report=not no_report,
             progress=progress,
+            spill=spill,
+            work_dir=work_dir,
         )
     if not quiet:
         click.echo(

@@ -35,8 +35,13 @@ VerifyMode = Literal["exact", "estimate"]
 _MAX_PERM = 4096
 
 SCRATCH_BYTES = 640 * 1024**2
-"""Fixed scratch a batch run plans for: hashing works in 64 MiB chunks of text,
-each needing up to 9 bytes of buffers per text byte."""
+"""Most scratch a batch run plans for: hashing works in chunks of at most 64 MiB of
+text, each needing up to 9 bytes of buffers per text byte."""
+
+
+def scratch_bytes(text_bytes: int) -> int:
+    """Hashing scratch planned for a chunk of ``text_bytes`` (plus 1 MiB of slack)."""
+    return min(SCRATCH_BYTES, 9 * text_bytes + (1 << 20))
 
 
 def _check_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
@@ -246,5 +251,9 @@ class Config:
 
     @property
     def fingerprint(self) -> str:
-        """Stable 16-hex-digit fingerprint of every field (layout resolved)."""
-        return fingerprint(self.to_dict())
+        """Stable 16-hex-digit fingerprint of every field that can change a result
+        (layout resolved).  ``memory_limit`` is left out: it decides how a run works
+        (in memory or out of core), never what it finds."""
+        d = self.to_dict()
+        del d["memory_limit"]
+        return fingerprint(d)

@@ -33,7 +33,7 @@ from typing import IO, Any
 
 from ._errors import InputError, NeardupIOError
 
-__all__ = ["BadRecord", "Corpus", "detect_format", "read_corpus", "write_subset"]
+__all__ = ["BadRecord", "Corpus", "detect_format", "iter_jsonl", "read_corpus", "write_subset"]
 
 _JSONL = (".jsonl", ".ndjson", ".json")
 
@@ -158,7 +158,8 @@ class _Reader:
         self.c.texts.append(text)
         self.c.origins.append(origin)
 
-    def record(self, path: str, line: int | None, rec: Any, fi: int, ri: int) -> bool:
+    def check(self, path: str, line: int | None, rec: Any) -> tuple[Any, str] | None:
+        """(id, text) of a valid record, else None after reporting it as bad."""
         if not isinstance(rec, dict):
             self.bad(
                 path,
@@ -166,7 +167,7 @@ class _Reader:
                 f"expected a JSON object, got {type(rec).__name__}",
                 "write one object per line",
             )
-            return False
+            return None
         text = rec.get(self.text_field)
         if text is None:
             fields = ", ".join(sorted(map(str, rec))[:10])
@@ -176,7 +177,7 @@ class _Reader:
                 f"no field {self.text_field!r} (fields: {fields})",
                 "pass --text-field with one of the fields above",
             )
-            return False
+            return None
         if not isinstance(text, str):
             self.bad(
                 path,
@@ -184,7 +185,7 @@ class _Reader:
                 f"field {self.text_field!r} is {type(text).__name__}, not text",
                 "point --text-field at a string field",
             )
-            return False
+            return None
         ident = None
         if self.id_field is not None:
             ident = rec.get(self.id_field)
@@ -195,8 +196,14 @@ class _Reader:
                     f"no id field {self.id_field!r}",
                     "pass --id-field naming a field every record has, or omit it",
                 )
-                return False
-        self.add(ident, text, (fi, ri))
+                return None
+        return ident, text
+
+    def record(self, path: str, line: int | None, rec: Any, fi: int, ri: int) -> bool:
+        got = self.check(path, line, rec)
+        if got is None:
+            return False
+        self.add(got[0], got[1], (fi, ri))
         return True
 
 
@@ -236,7 +243,8 @@ def read_corpus(
     return corpus
 
 
-def _read_jsonl(r: _Reader, path: str, fi: int) -> None:
+def _jsonl_records(r: _Reader, path: str) -> Iterator[tuple[int, Any, str, bytes]]:
+    """(line number, id, text, raw line) of each valid record; bad ones go to ``r``."""
     for no, line in _iter_lines(path):
         if not line.strip():
             continue
@@ -250,8 +258,47 @@ def _read_jsonl(r: _Reader, path: str, fi: int) -> None:
         except ValueError as exc:
             r.bad(path, no, f"malformed JSON ({exc})", "fix the line, or pass --skip-bad")
             continue
-        if r.record(path, no, rec, fi, no):
-            r.c.raw_lines.append(line if line.endswith(b"\n") else line + b"\n")
+        got = r.check(path, no, rec)
+        if got is not None:
+            yield no, got[0], got[1], line if line.endswith(b"\n") else line + b"\n"
+
+
+def _read_jsonl(r: _Reader, path: str, fi: int) -> None:
+    for no, ident, text, line in _jsonl_records(r, path):
+        r.add(ident, text, (fi, no))
+        r.c.raw_lines.append(line)
+
+
+def iter_jsonl(
+    paths: Sequence[str],
+    *,
+    text_field: str = "text",
+    id_field: str | None = None,
+    skip_bad: bool = False,
+    bad: list[BadRecord] | None = None,
+) -> Iterator[tuple[Any, str, bytes]]:
+    """Stream ``(id, text, raw line)`` of the valid records of JSONL inputs, in order.
+
+    Nothing is retained, so inputs of any size can be read twice (once to index,
+    once to write outputs).  ``id`` is None unless ``id_field`` is given; bad
+    records raise InputError, or with ``skip_bad`` are appended to ``bad``.
+    """
+    for p in paths:
+        if detect_format(p) != "jsonl":
+            raise InputError(
+                p,
+                None,
+                "streaming reads JSONL only",
+                "convert the input to JSONL, or raise --memory-limit",
+            )
+    scratch = Corpus(format="jsonl", inputs=list(paths))
+    r = _Reader(scratch, text_field, id_field, skip_bad)
+    for path in paths:
+        for _no, ident, text, line in _jsonl_records(r, path):
+            yield ident, text, line
+        if bad is not None:
+            bad.extend(scratch.bad)
+        scratch.bad.clear()
 
 
 def _read_csv(r: _Reader, path: str, fi: int) -> None:

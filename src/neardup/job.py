@@ -32,10 +32,13 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
-from ._errors import InvalidConfig, NeardupIOError
+from ._errors import InvalidConfig, MemoryLimitExceeded, NeardupIOError
+from .cluster import Cluster
 from .config import Config
-from .corpus import Corpus, read_corpus, write_subset
+from .corpus import BadRecord, Corpus, read_corpus, write_subset
+from .external import in_memory_plan, streamable
 from .hashing import HashKey
 from .pipeline import DedupIndex, DedupResult, find_duplicates
 
@@ -135,12 +138,19 @@ def run_dedup(
     workers: int | None = None,
     report: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
+    spill: bool = False,
+    work_dir: str | None = None,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
 
     With ``dry_run`` nothing is written and the stats are returned.  With
     ``against`` the documents of that saved index count as earlier input; with
     ``save_index`` the index of everything seen (prior + this run) is written there.
+
+    When the in-memory plan (:func:`neardup.external.in_memory_plan`) exceeds
+    ``config.memory_limit`` — or with ``spill`` — JSONL inputs are processed out of
+    core (:mod:`neardup.external`) with working files under ``work_dir`` (default: a
+    temporary folder beside ``output``), removed at the end.
     """
     cfg = config or Config()
     set_workers(workers)
@@ -148,6 +158,37 @@ def run_dedup(
     tmp = None if dry_run else prepare_output(output, overwrite)
     try:
         t0 = time.perf_counter()
+        plan = in_memory_plan(inputs, cfg)
+        if spill or plan > cfg.memory_limit:
+            if not streamable(inputs):
+                raise MemoryLimitExceeded(
+                    plan,
+                    cfg.memory_limit,
+                    "an in-memory run over these inputs (only JSONL inputs stream to disk)",
+                )
+            if against or save_index:
+                raise InvalidConfig(
+                    "against/save-index",
+                    against or save_index,
+                    "not available in an out-of-core run",
+                    "raise --memory-limit, or dedup the shards separately",
+                )
+            return _run_spilled(
+                inputs,
+                output,
+                tmp,
+                cfg,
+                key,
+                text_field,
+                id_field,
+                skip_bad,
+                keep,
+                method,
+                progress,
+                report,
+                work_dir,
+                t_start,
+            )
         if progress is not None:
             progress("read", 0, 1)
         corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
@@ -167,7 +208,7 @@ def run_dedup(
             progress=progress,
         )
         ids_all = (prior.ids if prior is not None else []) + [_json_id(i) for i in corpus.ids]
-        stats = _stats(result, corpus, read_s, inputs, t_start)
+        stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
         if tmp is None:
             return stats
         t1 = time.perf_counter()
@@ -180,11 +221,7 @@ def run_dedup(
             os.makedirs(save_index, exist_ok=True)
             result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
-        stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
-        with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
-            json.dump(stats, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        _commit(tmp, output)
+        _finish(tmp, output, stats, t_start)
         tmp = None
         return stats
     finally:
@@ -193,14 +230,19 @@ def run_dedup(
 
 
 def _stats(
-    result: DedupResult, corpus: Corpus, read_s: float, inputs: Sequence[str], t_start: float
+    result: DedupResult,
+    fmt: str,
+    bad: list[BadRecord],
+    read_s: float,
+    inputs: Sequence[str],
+    t_start: float,
 ) -> dict[str, Any]:
     st = dict(result.stats)
     st["inputs"] = list(inputs)
-    st["format"] = corpus.format
-    st["bad_records"] = len(corpus.bad)
+    st["format"] = fmt
+    st["bad_records"] = len(bad)
     st["bad_record_examples"] = [
-        {"path": b.path, "line": b.line, "reason": b.reason} for b in corpus.bad[:20]
+        {"path": b.path, "line": b.line, "reason": b.reason} for b in bad[:20]
     ]
     st["timings_s"] = {"read": round(read_s, 6), **st["timings_s"]}
     st["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
@@ -208,32 +250,25 @@ def _stats(
     return st
 
 
-def _write_outputs(
-    tmp: str,
-    corpus: Corpus,
-    result: DedupResult,
-    ids: list[Any],
-    cfg: Config,
-    stats: dict[str, Any],
-    with_report: bool,
-) -> None:
+def _finish(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
+    stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+    stats["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
+        json.dump(stats, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    _commit(tmp, output)
+
+
+def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]]:
     n_prior = result.n_prior
-    kept = [int(i) - n_prior for i in result.kept]
-    dups = [int(i) - n_prior for i in result.duplicates]
-    cluster_of = np.full(len(result.duplicate_of), -1, dtype=np.int64)
     touching = [c for c in result.clusters if c.members[-1] >= n_prior]
+    cluster_of = np.full(len(result.duplicate_of), -1, dtype=np.int64)
     for new_id, c in enumerate(touching):
         cluster_of[list(c.members)] = new_id
-    write_subset(corpus, kept, os.path.join(tmp, "kept"))
-    write_subset(
-        corpus,
-        dups,
-        os.path.join(tmp, "duplicates"),
-        extra={
-            "cluster": [int(cluster_of[i + n_prior]) for i in dups],
-            "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
-        },
-    )
+    return touching, cluster_of
+
+
+def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
     with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
         for new_id, c in enumerate(touching):
             rec = {
@@ -253,10 +288,123 @@ def _write_outputs(
                 ],
             }
             fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
-    if with_report:
-        from .report import render_report
 
+
+def _write_report(
+    tmp: str,
+    result: DedupResult,
+    touching: Sequence[Cluster],
+    ids: Sequence[Any],
+    texts: dict[int, str],
+    cfg: Config,
+    stats: dict[str, Any],
+) -> None:
+    from .report import render_report
+
+    html = render_report(result, touching, ids, texts, cfg, stats)
+    with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
+        fh.write(html)
+
+
+def _run_spilled(
+    inputs: Sequence[str],
+    output: str,
+    tmp: str | None,
+    cfg: Config,
+    key: HashKey | None,
+    text_field: str,
+    id_field: str | None,
+    skip_bad: bool,
+    keep: str,
+    method: str,
+    progress: Callable[[str, int, int], None] | None,
+    with_report: bool,
+    work_dir: str | None,
+    t_start: float,
+) -> dict[str, Any]:
+    from .external import spilled_dedup, write_streamed
+
+    base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
+    os.makedirs(base, exist_ok=True)
+    work = tempfile.mkdtemp(prefix=".neardup-work-", dir=base)
+    try:
+        t0 = time.perf_counter()
+        result, ids, bad = spilled_dedup(
+            inputs,
+            work,
+            config=cfg,
+            key=key,
+            text_field=text_field,
+            id_field=id_field,
+            skip_bad=skip_bad,
+            keep=keep,
+            method=method,
+            progress=progress,
+        )
+        ids = [_json_id(i) for i in ids]
+        stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
+        if tmp is None:
+            return stats
+        t1 = time.perf_counter()
+        touching, cluster_of = _touching(result)
+        want = _report_positions(touching) if with_report else set()
+        texts = write_streamed(
+            tmp,
+            inputs,
+            result,
+            ids,
+            cluster_of,
+            text_field=text_field,
+            id_field=id_field,
+            skip_bad=skip_bad,
+            want_texts=want,
+        )
+        _write_clusters(tmp, touching, ids)
+        if with_report:
+            _write_report(tmp, result, touching, ids, texts, cfg, stats)
+        stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
+        _finish(tmp, output, stats, t_start)
+        return stats
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _report_positions(touching: Sequence[Cluster]) -> set[int]:
+    """Documents whose text the report shows (the same choice render_report makes)."""
+    want: set[int] = set()
+    for c in sorted(touching, key=lambda c: (-len(c), c.id))[:8]:
+        for e in [x for x in c.edges if x.method != "identical"][:3]:
+            want.update((e.a, e.b))
+    near = [e for c in touching for e in c.edges if e.method != "identical"]
+    for e in near[:300]:
+        want.update((e.a, e.b))
+    return want
+
+
+def _write_outputs(
+    tmp: str,
+    corpus: Corpus,
+    result: DedupResult,
+    ids: list[Any],
+    cfg: Config,
+    stats: dict[str, Any],
+    with_report: bool,
+) -> None:
+    n_prior = result.n_prior
+    kept = [int(i) - n_prior for i in result.kept]
+    dups = [int(i) - n_prior for i in result.duplicates]
+    touching, cluster_of = _touching(result)
+    write_subset(corpus, kept, os.path.join(tmp, "kept"))
+    write_subset(
+        corpus,
+        dups,
+        os.path.join(tmp, "duplicates"),
+        extra={
+            "cluster": [int(cluster_of[i + n_prior]) for i in dups],
+            "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
+        },
+    )
+    _write_clusters(tmp, touching, ids)
+    if with_report:
         texts: dict[int, str] = {i + n_prior: t for i, t in enumerate(corpus.texts)}
-        html = render_report(result, touching, ids, texts, cfg, stats)
-        with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
-            fh.write(html)
+        _write_report(tmp, result, touching, ids, texts, cfg, stats)

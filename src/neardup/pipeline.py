@@ -43,7 +43,7 @@ import numpy.typing as npt
 from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, MemoryLimitExceeded
 from .cluster import KEEP_RULES, Cluster, Edge, build_clusters
-from .config import SCRATCH_BYTES, Config
+from .config import Config, scratch_bytes
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, _encode, _hash_encoded
 from .lsh import LSHIndex, candidate_probability
 from .minhash import MinHasher, Signature, SignatureSet
@@ -332,9 +332,9 @@ def find_duplicates(
     # Checked before anything is allocated: characters approximate UTF-8 bytes.
     chars = sum(len(t) for t in texts)
     avg = chars // n_new if n_new else 0
-    planned = min(SCRATCH_BYTES, 9 * chars + (1 << 20)) + (
-        n_new + n_prior
-    ) * cfg.estimated_memory_per_document(avg_bytes=max(avg, 1))
+    planned = scratch_bytes(chars) + (n_new + n_prior) * cfg.estimated_memory_per_document(
+        avg_bytes=max(avg, 1)
+    )
     if planned > cfg.memory_limit:
         raise MemoryLimitExceeded(
             planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
