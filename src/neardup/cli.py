@@ -115,32 +115,37 @@ class _Progress:
             click.echo(message, err=True)
 
 
-def _config(
-    threshold: float,
-    shingle: str,
-    normalizer: str,
-    num_perm: int,
-    bands: int | None,
-    rows: int | None,
-    seed: int,
-    verify: str,
-    signature: str,
-    memory_limit: str,
-    max_shingles: int,
-    max_document_bytes: int,
-) -> Config:
+_CONFIG_OPTIONS = (
+    "threshold",
+    "shingle",
+    "normalizer",
+    "num_perm",
+    "bands",
+    "rows",
+    "seed",
+    "verify",
+    "signature",
+    "memory_limit",
+    "max_shingles",
+    "max_document_bytes",
+)
+
+
+def _config(opts: dict[str, Any]) -> Config:
+    """The Config named by the shared options (popped from ``opts``)."""
+    o = {name: opts.pop(name) for name in _CONFIG_OPTIONS}
     return Config(
-        threshold=threshold,
-        shingle=ShingleSpec.parse(shingle, max_shingles=max_shingles),
-        normalizer=normalizer,
-        num_perm=num_perm,
-        bands=bands,
-        rows=rows,
-        seed=seed,
-        verify=verify,  # type: ignore[arg-type]
-        signature=signature,  # type: ignore[arg-type]
-        memory_limit=parse_size(memory_limit),
-        max_document_bytes=max_document_bytes,
+        threshold=o["threshold"],
+        shingle=ShingleSpec.parse(o["shingle"], max_shingles=o["max_shingles"]),
+        normalizer=o["normalizer"],
+        num_perm=o["num_perm"],
+        bands=o["bands"],
+        rows=o["rows"],
+        seed=o["seed"],
+        verify=o["verify"],
+        signature=o["signature"],
+        memory_limit=parse_size(o["memory_limit"]),
+        max_document_bytes=o["max_document_bytes"],
     )
 
 
@@ -302,23 +307,7 @@ def dedup(
     no_report: bool,
     spill: bool,
     work_dir: str | None,
-    text_field: str,
-    id_field: str | None,
-    threshold: float,
-    shingle: str,
-    normalizer: str,
-    num_perm: int,
-    bands: int | None,
-    rows: int | None,
-    signature: str,
-    verify: str,
-    seed: int,
-    memory_limit: str,
-    max_shingles: int,
-    max_document_bytes: int,
-    skip_bad: bool,
-    workers: int | None,
-    quiet: bool,
+    **opts: Any,
 ) -> None:
     """Deduplicate a corpus: kept.*, duplicates.*, clusters.jsonl, stats.json, report.html.
 
@@ -329,36 +318,24 @@ def dedup(
     """
     from .job import run_dedup
 
+    quiet = opts.pop("quiet")
     progress = _Progress(quiet)
     with _errors():
-        cfg = _config(
-            threshold,
-            shingle,
-            normalizer,
-            num_perm,
-            bands,
-            rows,
-            seed,
-            verify,
-            signature,
-            memory_limit,
-            max_shingles,
-            max_document_bytes,
-        )
+        cfg = _config(opts)
         stats = run_dedup(
             list(inputs),
             output,
             config=cfg,
-            text_field=text_field,
-            id_field=id_field,
+            text_field=opts["text_field"],
+            id_field=opts["id_field"],
             keep=keep,
             method=method,  # type: ignore[arg-type]
             against=against,
             save_index=save_index,
-            skip_bad=skip_bad,
+            skip_bad=opts["skip_bad"],
             overwrite=overwrite,
             dry_run=dry_run,
-            workers=workers,
+            workers=opts["workers"],
             report=not no_report,
             progress=progress,
             spill=spill,
@@ -530,27 +507,7 @@ def params(
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @_common
-def eval_cmd(
-    inputs: tuple[str, ...],
-    as_json: bool,
-    text_field: str,
-    id_field: str | None,
-    threshold: float,
-    shingle: str,
-    normalizer: str,
-    num_perm: int,
-    bands: int | None,
-    rows: int | None,
-    signature: str,
-    verify: str,
-    seed: int,
-    memory_limit: str,
-    max_shingles: int,
-    max_document_bytes: int,
-    skip_bad: bool,
-    workers: int | None,
-    quiet: bool,
-) -> None:
+def eval_cmd(inputs: tuple[str, ...], as_json: bool, **opts: Any) -> None:
     """Measure pair recall and precision of LSH dedup against the exact join.
 
     Example: neardup eval corpus.jsonl --threshold 0.8
@@ -560,30 +517,20 @@ def eval_cmd(
     from .job import set_workers
 
     with _errors():
-        cfg = _config(
-            threshold,
-            shingle,
-            normalizer,
-            num_perm,
-            bands,
-            rows,
-            seed,
-            verify,
-            signature,
-            memory_limit,
-            max_shingles,
-            max_document_bytes,
-        )
-        set_workers(workers)
+        cfg = _config(opts)
+        set_workers(opts["workers"])
         corpus = read_corpus(
-            list(inputs), text_field=text_field, id_field=id_field, skip_bad=skip_bad
+            list(inputs),
+            text_field=opts["text_field"],
+            id_field=opts["id_field"],
+            skip_bad=opts["skip_bad"],
         )
         report = evaluate(corpus.texts, config=cfg)
     if as_json:
         click.echo(json.dumps(report, sort_keys=True))
         return
     click.echo(
-        f"documents {report['documents']}, truth pairs (J >= {threshold}) "
+        f"documents {report['documents']}, truth pairs (J >= {cfg.threshold}) "
         f"{report['truth_pairs']}, candidate pairs {report['candidate_pairs']}, "
         f"verified {report['verified_pairs']}"
     )
