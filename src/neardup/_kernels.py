@@ -336,9 +336,9 @@ def sort_hashes(src, dst):
     for b in range(nb):
         counts[b + 1] += counts[b]
     for i in range(m):
-        b = np.int64(src[i] >> sh)
-        dst[counts[b]] = src[i]
-        counts[b] += 1
+        bucket = np.int64(src[i] >> sh)
+        dst[counts[bucket]] = src[i]
+        counts[bucket] += 1
     work = 0
     for i in range(1, m):
         x = dst[i]
