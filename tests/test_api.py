@@ -109,6 +109,7 @@ def test_every_exception_is_in_one_tree() -> None:
         "neardup.config",
         "neardup.synth",
         "neardup.corpus",
+        "neardup.external",
         "neardup.job",
         "neardup.report",
         "neardup.explain",

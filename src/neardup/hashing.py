@@ -306,15 +306,26 @@ class ShingleSets:
 
     def concat(self, other: ShingleSets) -> ShingleSets:
         """The documents of ``self`` followed by those of ``other`` (same scheme)."""
-        self.scheme.require_same_sets(other.scheme)
+        return ShingleSets.concat_all([self, other])
+
+    @staticmethod
+    def concat_all(parts: Sequence[ShingleSets]) -> ShingleSets:
+        """The documents of every part, in order (one copy, whatever the number of parts)."""
+        first = parts[0]
+        for p in parts[1:]:
+            first.scheme.require_same_sets(p.scheme)
+        shifts = np.cumsum([0] + [int(p.indptr[-1]) for p in parts[:-1]])
+        indptr = np.concatenate(
+            [parts[0].indptr[:1]] + [p.indptr[1:] + s for p, s in zip(parts, shifts, strict=True)]
+        )
         return ShingleSets(
-            np.concatenate([self.data, other.data]),
-            np.concatenate([self.indptr, other.indptr[1:] + self.indptr[-1]]),
-            np.concatenate([self.raw_counts, other.raw_counts]),
-            np.concatenate([self.truncated, other.truncated]),
-            np.concatenate([self.content_hash, other.content_hash]),
-            np.concatenate([self.byte_lengths, other.byte_lengths]),
-            self.scheme,
+            np.concatenate([p.data for p in parts]),
+            indptr.astype(np.int64),
+            np.concatenate([p.raw_counts for p in parts]),
+            np.concatenate([p.truncated for p in parts]),
+            np.concatenate([p.content_hash for p in parts]),
+            np.concatenate([p.byte_lengths for p in parts]),
+            first.scheme,
         )
 
     def nbytes(self) -> int:

@@ -130,6 +130,9 @@ class Normalizer:
     def _segment_map(self, text: str) -> tuple[list[str], list[int], list[int]]:
         """Normalize per segment (a starter and its combining marks) and map back."""
         target = self.casefold_nfkc(text)
+        if text.isascii():
+            # ASCII maps one character to one character under every built-in normalizer.
+            return list(target), list(range(len(text))), list(range(1, len(text) + 1))
         for segments in (_grapheme_segments(text), _space_segments(text), [(0, len(text))]):
             chars: list[str] = []
             starts: list[int] = []

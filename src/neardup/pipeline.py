@@ -263,21 +263,20 @@ def _hash_in_chunks(
 ) -> ShingleSets:
     """Hash in chunks of about ``chunk_bytes`` of text so scratch memory stays bounded."""
     n = len(encoded)
-    out: ShingleSets | None = None
+    parts: list[ShingleSets] = []
     start = 0
-    while start < n or out is None:
+    while start < n or not parts:
         stop, size = start, 0
         while stop < n and (size < chunk_bytes or stop == start):
             size += len(encoded[stop])
             stop += 1
-        part = _hash_encoded(encoded[start:stop], cfg, key, scheme)
-        out = part if out is None else out.concat(part)
+        parts.append(_hash_encoded(encoded[start:stop], cfg, key, scheme))
         if progress is not None:
             progress("shingle_hash", stop, n)
         start = stop
         if n == 0:
             break
-    return out
+    return parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts)
 
 
 def find_duplicates(
