@@ -29,6 +29,7 @@ from neardup import (
     synthetic_documents,
 )
 from neardup.cluster import Edge
+from neardup.config import SCRATCH_BYTES
 
 
 def test_worked_example() -> None:
@@ -174,7 +175,7 @@ def test_memory_limit_checked_before_allocating() -> None:
     per = cfg.estimated_memory_per_document(avg_bytes=1000)
     assert per > 4 * cfg.num_perm
     assert Config().max_documents_in_memory(avg_bytes=300) > 1_000_000
-    assert cfg.max_documents_in_memory(avg_bytes=1000) == 0
+    assert cfg.max_documents_in_memory(avg_bytes=1000) == ((64 << 20) - SCRATCH_BYTES) // per
     with pytest.raises(MemoryLimitExceeded, match="fix:"):
         find_duplicates(["word " * 200] * 20_000, config=cfg)
     assert find_duplicates(["a b c d e f"] * 10, config=cfg).stats["exact_duplicates"] == 9

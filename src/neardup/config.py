@@ -34,9 +34,14 @@ VerifyMode = Literal["exact", "estimate"]
 
 _MAX_PERM = 4096
 
-SCRATCH_BYTES = 640 * 1024**2
-"""Most scratch a batch run plans for: hashing works in chunks of at most 64 MiB of
-text, each needing up to 9 bytes of buffers per text byte."""
+HASH_CHUNK_BYTES = 2 * 1024**2
+"""Text hashed per kernel call in batch runs."""
+
+SCRATCH_BYTES = 32 * 1024**2
+"""Most scratch a batch run plans for: hashing works in chunks of about
+``HASH_CHUNK_BYTES`` of text, each needing up to 9 bytes of buffers per text byte
+(a document longer than a chunk is a chunk of its own and adds 9 bytes per byte of
+it; the plan does not count that)."""
 
 
 def scratch_bytes(text_bytes: int) -> int:

@@ -32,10 +32,10 @@ import numpy.typing as npt
 from ._errors import MemoryLimitExceeded
 from .config import Config, scratch_bytes
 from .corpus import BadRecord, detect_format, iter_jsonl
-from .hashing import HashKey, SchemeDescriptor, ShingleSets, _encode, _hash_encoded
+from .hashing import HashKey, SchemeDescriptor, ShingleSets, _encode
 from .minhash import MinHasher, SignatureSet
 from .normalize import get_normalizer
-from .pipeline import DedupResult, dedup_sets
+from .pipeline import DedupResult, _hash_in_chunks, dedup_sets
 
 __all__ = ["in_memory_plan", "spilled_dedup", "write_streamed"]
 
@@ -125,8 +125,8 @@ def spilled_dedup(
         enc = [_encode(norm(t)) for t in chunk]
         lengths = np.fromiter((len(e) for e in enc), dtype=np.int64, count=len(enc))
         big = lengths > cfg.max_document_bytes
-        part = _hash_encoded(
-            [b"" if b else e for e, b in zip(enc, big, strict=True)], cfg, key, scheme
+        part = _hash_in_chunks(
+            [b"" if b else e for e, b in zip(enc, big, strict=True)], cfg, key, scheme, None
         )
         out.add("data.u64", part.data)
         out.add("sizes.i64", np.diff(part.indptr))
