@@ -4,6 +4,7 @@ Usage::
 
     python benchmarks/report.py                       # reads benchmarks/results/*.json
     python benchmarks/report.py --signatures A.json --recall B.json
+    python benchmarks/report.py --only end_to_end,numpy --end-to-end C.json --numpy D.json
 """
 
 from __future__ import annotations
@@ -162,15 +163,160 @@ def recall_table(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+_E2E_PIPELINES = ("neardup_lsh", "neardup_lsh_no_report", "neardup_exact", "rensa", "datasketch")
+_MiB = 2**20
+
+
+def _pipeline_rows(timing: dict[str, Any], base: str = "neardup_lsh") -> list[str]:
+    out = ["| pipeline (file in → outputs written) | wall s best | wall s median | docs/s | MB/s "
+           "| peak RSS MiB | CPU s | time / neardup_lsh |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    b = timing.get(base, {}).get("best_s")
+    for name in _E2E_PIPELINES:
+        r = timing.get(name)
+        if r is None:
+            continue
+        if r.get("failed"):
+            note = "timed out" if any(x.get("timed_out") for x in r["runs"]) else "failed"
+            out.append(f"| `{name}` | {note} | | | | | | |")
+            continue
+        ratio = f"{r['best_s'] / b:.2f}×" if b else "–"
+        out.append(
+            f"| `{name}` | {r['best_s']:.2f} | {r['median_s']:.2f} | {_fmt(r['docs_per_s'])} | "
+            f"{r['mb_per_s']:.1f} | {r['peak_rss_bytes'] / _MiB:,.0f} | "
+            f"{r['cpu_s_best_run']:.1f} | "
+            f"{ratio} |"
+        )
+    return out
+
+
+def _stage_rows(timing: dict[str, Any]) -> list[str]:
+    out = []
+    for name in _E2E_PIPELINES:
+        r = timing.get(name, {})
+        st = (r.get("internal_best_run") or {}).get("timings_s")
+        if not st:
+            continue
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in st.items() if k != "total")
+        out.append(f"| `{name}` | {st.get('total', 0):.2f} | {parts} |")
+    if out:
+        out = ["| pipeline | in-process total s | stages (s, best run) |", "|---|---:|---|", *out]
+    return out
+
+
+def _quality_rows(q: dict[str, Any], timing: dict[str, Any]) -> list[str]:
+    out = ["| pipeline | truth | recall J≥0.85 | recall [0.8,0.85) | precision | reported "
+           "edges / pairs | docs kept |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name in _E2E_PIPELINES:
+        m = q.get(name)
+        if m is None:
+            continue
+        if "edge_check" in m:
+            ec = m["edge_check"]
+            prec, rep = ec["precision"], f"{ec['edges']:,} ({ec['near_edges']:,} near)"
+            prec_s = f"{prec:.3f}" + (" (all verified)" if ec["all_edges_verified"] else "")
+        else:
+            prec, rep = m["precision"], f"{m['reported_pairs']:,}"
+            prec_s = "–" if prec is None else f"{prec:.3f}"
+        internal = timing.get(name, {}).get("internal_best_run") or {}
+        kept = internal.get("documents_out")
+        out.append(
+            f"| `{name}` | {m['truth_scheme']} | {m['recall_same_cluster_j_ge_0.85']:.4f} | "
+            f"{m['recall_same_cluster_j_0.80_0.85']:.4f} | {prec_s} | {rep} | {_fmt(kept)} |"
+        )
+    return out
+
+
+def end_to_end_tables(d: dict[str, Any]) -> str:
+    c = d["corpus"]
+    src = "; ".join(f"{k}: {v['paragraphs']:,} paragraphs from {v['files']:,} files"
+                    for k, v in c.get("sources", {}).items())
+    out = [
+        f"**Real corpus** — {c['n_docs']:,} docs ({c['base_docs']:,} distinct paragraphs + "
+        f"{c['planted_copies']:,} planted copies), {c['text_bytes'] / 1e6:.1f} MB of text "
+        f"({c['file_bytes'] / 1e6:.1f} MB JSONL), {c['mean_bytes_per_doc']:.0f} B per doc. "
+        f"Sources: {src}.\n",
+        *_pipeline_rows(d["pipelines"]),
+        "",
+    ]
+    if d.get("exact_over_lsh") is not None:
+        out.append(f"`--method exact` / LSH: **{d['exact_over_lsh']:.2f}×**; report.html costs "
+                   f"{d['report_cost_s']:.2f} s (`neardup_lsh` − `neardup_lsh_no_report`).\n")
+    out += [*_stage_rows(d["pipelines"]), ""]
+    t = d["truth"]
+    out.append(
+        f"Truth (exact join at 0.8): {t['pairs_truth_neardup']:,} pairs over neardup's sets "
+        f"({t['pairs_j_ge_0.85_neardup']:,} with J ≥ 0.85, {t['pairs_j_0.80_0.85_neardup']:,} "
+        f"in [0.8, 0.85)), {t['pairs_truth_python']:,} over the peers' Python shingle sets; "
+        f"{t['pairs_in_both']:,} in both ({t['only_in_neardup_truth']} only in neardup's, "
+        f"{t['only_in_python_truth']} only in the Python one). Recall counts a truth pair as "
+        f"found when both documents are in one output cluster.\n")
+    out += [*_quality_rows(d["quality"], d["pipelines"]), ""]
+    sub = d.get("subset")
+    if sub:
+        out.append(f"**Subset** — {sub['selection']} ({sub['n_docs']:,} docs, "
+                   f"{sub['text_bytes'] / 1e6:.1f} MB): datasketch is timed here only.\n")
+        out += [*_pipeline_rows(sub["pipelines"]), ""]
+        if sub.get("quality"):
+            out += [*_quality_rows(sub["quality"], sub["pipelines"]), ""]
+    sc = d.get("scale")
+    if sc:
+        cc = sc["corpus"]
+        out.append(f"**Scale** — {cc['n_docs']:,} docs, {cc['text_bytes'] / 1e6:.1f} MB "
+                   f"({cc['mean_bytes_per_doc']:.0f} B per doc): {sc['construction']}.\n")
+        out += [*_pipeline_rows(sc["pipelines"]), ""]
+        out += [*_stage_rows(sc["pipelines"]), ""]
+        if sc.get("neardup_stats_peak_memory_bytes") is not None:
+            nd = sc["pipelines"]["neardup_lsh"]
+            out.append(
+                f"neardup peak memory: {nd['peak_rss_bytes'] / 2**30:.2f} GiB (GNU time), "
+                f"stats.json `peak_memory_bytes` "
+                f"{sc['neardup_stats_peak_memory_bytes'] / 2**30:.2f} GiB; default limit "
+                f"{sc['memory_limit_bytes'] / 2**30:.0f} GiB: "
+                f"{'within' if sc['neardup_within_memory_limit'] else 'EXCEEDED'}.\n")
+        if sc.get("quality"):
+            out.append(f"Truth: {sc['truth']['pairs']:,} pairs (exact join, "
+                       f"{sc['truth']['time_s']:.0f} s).\n")
+            out += [*_quality_rows(sc["quality"], sc["pipelines"]), ""]
+    return "\n".join(out)
+
+
+def numpy_table(d: dict[str, Any]) -> str:
+    out = ["| corpus | method | ms best | ms median | docs/s | numba (2 threads) speedup | "
+           "numba (1 thread) speedup | byte-identical |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    for cname, block in d["corpora"].items():
+        for m, r in block["methods"].items():
+            ident = r.get("byte_identical_to_minhasher")
+            out.append(
+                f"| {cname} ({block['info']['n_docs']:,} docs, "
+                f"{block['info']['mean_shingles_per_doc']:.0f} shingles/doc) | `{m}` | "
+                f"{r['best_s'] * 1e3:.1f} | {r['median_s'] * 1e3:.1f} | {_fmt(r['docs_per_s'])} | "
+                f"{_fmt(r.get('numba_speedup'), '.1f')}{'×' if 'numba_speedup' in r else ''} | "
+                f"{_fmt(r.get('numba_1_thread_speedup'), '.1f')}"
+                f"{'×' if 'numba_1_thread_speedup' in r else ''} | "
+                f"{'' if ident is None else ('yes' if ident else 'NO')} |"
+            )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--signatures", type=Path, default=HERE / "results" / "signatures.json")
     p.add_argument("--recall", type=Path, default=HERE / "results" / "recall.json")
+    p.add_argument("--end-to-end", type=Path, default=HERE / "results" / "end_to_end.json")
+    p.add_argument("--numpy", type=Path, default=HERE / "results" / "numpy_baseline.json")
+    p.add_argument("--only", default="signatures,recall,end_to_end,numpy",
+                   help="comma-separated tables to print (default: all)")
     a = p.parse_args(argv)
-    if a.signatures.exists():
+    only = set(a.only.split(","))
+    if "signatures" in only and a.signatures.exists():
         print(signature_tables(json.loads(a.signatures.read_text())))
-    if a.recall.exists():
+    if "recall" in only and a.recall.exists():
         print(recall_table(json.loads(a.recall.read_text())))
+    if "end_to_end" in only and a.end_to_end.exists():
+        print(end_to_end_tables(json.loads(a.end_to_end.read_text())))
+    if "numpy" in only and a.numpy.exists():
+        print(numpy_table(json.loads(a.numpy.read_text())))
     return 0
 
 
