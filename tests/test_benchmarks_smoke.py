@@ -1,0 +1,28 @@
+"""The benchmark scripts still run (tiny inputs; nothing is asserted about time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("script", ["bench_recall.py", "bench_end_to_end.py"])
+def test_benchmark_quick_run(script: str, tmp_path: Path) -> None:
+    pytest.importorskip("rensa")
+    pytest.importorskip("datasketch")
+    out = tmp_path / "r.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / script), "--quick", "--out", str(out)]
+    if script == "bench_end_to_end.py":
+        args.append("--skip-scale")
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert data["truth"] and data["machine"]
+    if script == "bench_end_to_end.py":
+        q = data["quality"]["neardup_lsh"]
+        assert q["edge_check"]["precision"] == 1.0
