@@ -245,3 +245,14 @@ def test_sort_hashes_survives_crafted_skew() -> None:
     dst = np.empty_like(src)
     K.sort_hashes(src, dst)
     assert np.array_equal(dst, np.sort(src))
+
+
+@given(values=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 7, 2**63]), max_size=300))
+def test_argsort_keys_is_a_stable_argsort(values: list[int]) -> None:
+    keys = np.array(values, dtype=np.uint64)
+    assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+def test_argsort_keys_survives_crafted_skew() -> None:
+    keys = (np.arange(4000, dtype=np.uint64)[::-1] * np.uint64(3)) & np.uint64(0xFFFF)
+    assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()

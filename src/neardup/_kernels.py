@@ -353,6 +353,50 @@ def sort_hashes(src, dst):
             return
 
 
+@njit(cache=True)
+def argsort_keys(keys):
+    """Stable argsort of uniformly distributed 64-bit keys (equal keys keep index order).
+
+    Same idea as :func:`sort_hashes`: indices are scattered into buckets by the top
+    bits of their key in increasing index order, then one insertion pass that moves
+    an entry only past strictly greater keys restores key order and keeps ties in
+    index order.  Skewed keys exceed the work budget and fall back to a mergesort.
+    """
+    m = keys.shape[0]
+    order = np.empty(m, dtype=np.int64)
+    if m < 2:
+        for i in range(m):
+            order[i] = i
+        return order
+    bits = 1
+    while (1 << bits) < m:
+        bits += 1
+    nb = 1 << bits
+    counts = np.zeros(nb + 1, dtype=np.int64)
+    sh = U64(64 - bits)
+    for i in range(m):
+        counts[np.int64(keys[i] >> sh) + 1] += 1
+    for b in range(nb):
+        counts[b + 1] += counts[b]
+    for i in range(m):
+        bucket = np.int64(keys[i] >> sh)
+        order[counts[bucket]] = i
+        counts[bucket] += 1
+    work = 0
+    for i in range(1, m):
+        x = order[i]
+        kx = keys[x]
+        j = i - 1
+        while j >= 0 and keys[order[j]] > kx:
+            order[j + 1] = order[j]
+            j -= 1
+            work += 1
+        order[j + 1] = x
+        if work > 8 * m:
+            return np.argsort(keys, kind="mergesort")
+    return order
+
+
 @njit(parallel=True, cache=True)
 def hash_shingles(buf, offsets, kind, k, max_sh, algo, seed, k0, k1, word_table, bound_off):
     """Hash all shingles of a batch and reduce each document to a sorted unique set.
@@ -590,7 +634,7 @@ def band_join(
     idx = idx[:m]
     for bnd in range(nb):
         col = keys[idx, bnd]
-        order = np.argsort(col, kind="mergesort")
+        order = argsort_keys(col)
         start = 0
         while start < m:
             stop = start + 1
