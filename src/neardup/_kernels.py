@@ -310,6 +310,23 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     return nsh, trunc
 
 
+@njit(inline="always", cache=True)
+def _bucket_starts(keys):
+    """Start offset of each top-bits bucket (about one key per bucket) and the shift."""
+    m = keys.shape[0]
+    bits = 1
+    while (1 << bits) < m:
+        bits += 1
+    nb = 1 << bits
+    counts = np.zeros(nb + 1, dtype=np.int64)
+    sh = U64(64 - bits)
+    for i in range(m):
+        counts[np.int64(keys[i] >> sh) + 1] += 1
+    for b in range(nb):
+        counts[b + 1] += counts[b]
+    return counts, sh
+
+
 @njit(cache=True)
 def sort_hashes(src, dst):
     """Sort uniformly distributed 64-bit hashes of ``src`` into ``dst``.
@@ -325,16 +342,7 @@ def sort_hashes(src, dst):
         for i in range(m):
             dst[i] = src[i]
         return
-    bits = 1
-    while (1 << bits) < m:
-        bits += 1
-    nb = 1 << bits
-    counts = np.zeros(nb + 1, dtype=np.int64)
-    sh = U64(64 - bits)
-    for i in range(m):
-        counts[np.int64(src[i] >> sh) + 1] += 1
-    for b in range(nb):
-        counts[b + 1] += counts[b]
+    counts, sh = _bucket_starts(src)
     for i in range(m):
         bucket = np.int64(src[i] >> sh)
         dst[counts[bucket]] = src[i]
@@ -368,16 +376,7 @@ def argsort_keys(keys):
         for i in range(m):
             order[i] = i
         return order
-    bits = 1
-    while (1 << bits) < m:
-        bits += 1
-    nb = 1 << bits
-    counts = np.zeros(nb + 1, dtype=np.int64)
-    sh = U64(64 - bits)
-    for i in range(m):
-        counts[np.int64(keys[i] >> sh) + 1] += 1
-    for b in range(nb):
-        counts[b + 1] += counts[b]
+    counts, sh = _bucket_starts(keys)
     for i in range(m):
         bucket = np.int64(keys[i] >> sh)
         order[counts[bucket]] = i
