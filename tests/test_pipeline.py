@@ -243,3 +243,14 @@ def test_progress_reports_every_stage_and_band_rounds_are_equivalent(
     ]
     assert [e.to_dict() for e in again.edges] == [e.to_dict() for e in r.edges]
     assert again.stats["candidate_pairs"] == r.stats["candidate_pairs"]
+
+
+def test_pairs_expand_identical_groups_to_match_the_oracle() -> None:
+    texts = _planted(300, 250)
+    res = find_duplicates(texts, config=Config(), edges="all")
+    assert res.sets is not None and res.stats["exact_duplicates"] > 0
+    truth = brute_force_pairs(res.sets, 0.8).pairs()
+    got = res.pairs()
+    assert got <= truth
+    assert len(got) / len(truth) >= 0.99
+    assert res.pairs(expand_identical=False) <= got

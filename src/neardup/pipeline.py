@@ -119,6 +119,38 @@ class DedupResult:
     def edges(self) -> list[Edge]:
         return [e for c in self.clusters for e in c.edges]
 
+    def pairs(self, *, expand_identical: bool = True) -> set[tuple[int, int]]:
+        """Verified duplicate pairs (a < b) found by this run.
+
+        Exact-content copies are collapsed before the near-duplicate search, so a
+        copy's near pairs are implied, not listed, by the edges.  With
+        ``expand_identical`` every verified edge is expanded over the identical
+        groups at both ends (their shingle-hash sets are equal, so the expanded
+        pairs have the same exact score), and pairs inside each group are added.
+        """
+        base = {(e.a, e.b) for e in self.edges}
+        if not expand_identical:
+            return base
+        group: dict[int, list[int]] = {}
+        leader: dict[int, int] = {}
+        for e in self.edges:
+            if e.method == "identical":
+                root = leader.get(e.a, e.a)
+                leader[e.b] = root
+                group.setdefault(root, [root]).append(e.b)
+        out: set[tuple[int, int]] = set()
+        for members in group.values():
+            out.update(
+                (min(x, y), max(x, y)) for i, x in enumerate(members) for y in members[i + 1 :]
+            )
+        for e in self.edges:
+            if e.method == "identical":
+                continue
+            for x in group.get(leader.get(e.a, e.a), [e.a]):
+                for y in group.get(leader.get(e.b, e.b), [e.b]):
+                    out.add((min(x, y), max(x, y)))
+        return out
+
     def near_pairs(self) -> set[tuple[int, int]]:
         """Pairs joined by a verified near-duplicate edge (not exact-content edges)."""
         return {(e.a, e.b) for e in self.edges if e.method != "identical"}
