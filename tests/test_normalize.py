@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup import InvalidConfig, get_normalizer
-from neardup.normalize import NORMALIZERS
+from neardup.normalize import NORMALIZERS, normalize_batch
 
 
 def test_nfkc_casefold_collapses_and_folds() -> None:
@@ -69,3 +70,32 @@ def test_ascii_fast_path_equals_the_unicode_definition(text: str) -> None:
         unicodedata.normalize("NFKC", text).casefold().split()
     )
     assert get_normalizer("nfkc")(text) == " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+_ASCII_WS = "".join(chr(c) for c in range(128) if chr(c).isspace())
+_ALL_WS = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+_MIXED = st.text(alphabet=st.sampled_from(list(_ALL_WS + "aZ09_.-Q\u200bＦé\u2027ßİ")))
+
+
+@pytest.mark.parametrize("name", NORMALIZERS)
+@given(
+    texts=st.lists(st.one_of(_MIXED, st.text(), st.text(alphabet=_ASCII_WS + "xY")), max_size=12)
+)
+def test_batch_kernel_equals_per_document_normalization(name: str, texts: list[str]) -> None:
+    norm = get_normalizer(name)
+    enc = normalize_batch(texts, norm)
+    assert len(enc) == len(texts)
+    assert enc.offsets[0] == 0
+    for i, t in enumerate(texts):
+        assert enc.get(i) == norm(t).encode("utf-8", "surrogatepass")
+
+
+def test_encoded_texts_slice_and_blank() -> None:
+    enc = normalize_batch(["One  two", "", "THREE\tfour ", "five"], get_normalizer("nfkc-casefold"))
+    part = enc.slice(2, 4)
+    assert [part.get(i) for i in range(len(part))] == [b"three four", b"five"]
+    assert part.nbytes == len(b"three fourfive")
+    blanked = enc.blank(np.array([False, False, True, False]))
+    assert [blanked.get(i) for i in range(4)] == [b"one two", b"", b"", b"five"]
+    assert enc.blank(np.zeros(4, dtype=np.bool_)) is enc
+    assert len(normalize_batch([], get_normalizer("raw"))) == 0

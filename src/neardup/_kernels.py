@@ -238,8 +238,12 @@ def _utf8_decode(buf, p, n):
 
 
 @njit(cache=True)
-def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o):
-    """Hash the shingles of one document into ``out[o:]``; returns (count, truncated)."""
+def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th):
+    """Hash the shingles of one document into ``out[o:]``; returns (count, truncated).
+
+    ``pa``, ``pb`` (int64) and ``th`` (uint64) are scratch of at least ``e - s + 1``
+    entries, reused across documents so that no allocation happens per document.
+    """
     nbytes = e - s
     if nbytes == 0:
         return 0, False
@@ -254,7 +258,7 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
             out[o + i] = _hash(buf, s + i, width, algo, seed, k0, k1)
         return nsh, trunc
     if kind == KIND_CHAR:
-        starts = np.empty(nbytes + 1, dtype=np.int64)
+        starts = pa
         units = 0
         p = s
         while p < e:
@@ -272,8 +276,8 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
             out[o + i] = _hash(buf, a, starts[i + span] - a, algo, seed, k0, k1)
         return nsh, trunc
     # KIND_WORD: maximal runs of word characters (Python's ``\w`` for str).
-    tstart = np.empty(nbytes // 1 + 1, dtype=np.int64)
-    tend = np.empty(nbytes // 1 + 1, dtype=np.int64)
+    tstart = pa
+    tend = pb
     ntok = 0
     inword = False
     p = s
@@ -302,7 +306,6 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     # Each token is hashed once; an n-gram's hash chains its tokens' hashes through
     # a bijective mix, so the cost per shingle is O(n) mixes, not O(bytes).
     last = nsh + span - 1
-    th = np.empty(last, dtype=np.uint64)
     for t in range(last):
         th[t] = _hash(buf, tstart[t], tend[t] - tstart[t], algo, seed, k0, k1)
     for i in range(nsh):
@@ -396,12 +399,130 @@ def argsort_keys(keys):
     return order
 
 
-@njit(parallel=True, cache=True)
-def hash_shingles(buf, offsets, kind, k, max_sh, algo, seed, k0, k1, word_table, bound_off):
-    """Hash all shingles of a batch and reduce each document to a sorted unique set.
+@njit(inline="always", cache=True)
+def _space_len(buf, p, e):
+    """UTF-8 length of the whitespace character at ``buf[p]``, or 0 if it is none.
 
-    Returns ``(hashes, counts_unique, counts_raw, truncated, content_hash)`` where
-    ``hashes`` is laid out in the padded CSR given by ``bound_off``.
+    Whitespace is exactly what Python's ``str.isspace()`` accepts (checked against
+    it in the tests): ASCII 9-13, 28-32, and U+0085, U+00A0, U+1680, U+2000-U+200A,
+    U+2028, U+2029, U+202F, U+205F, U+3000.
+    """
+    b = buf[p]
+    if b < 0x80:
+        return 1 if (b == 32 or 9 <= b <= 13 or 28 <= b <= 31) else 0
+    if b == 0xC2 and p + 1 < e:
+        c = buf[p + 1]
+        return 2 if (c == 0x85 or c == 0xA0) else 0
+    if p + 2 >= e:
+        return 0
+    c = buf[p + 1]
+    d = buf[p + 2]
+    if b == 0xE1:
+        return 3 if (c == 0x9A and d == 0x80) else 0
+    if b == 0xE2:
+        if c == 0x80 and (0x80 <= d <= 0x8A or d == 0xA8 or d == 0xA9 or d == 0xAF):
+            return 3
+        return 3 if (c == 0x81 and d == 0x9F) else 0
+    if b == 0xE3:
+        return 3 if (c == 0x80 and d == 0x80) else 0
+    return 0
+
+
+@njit(inline="always", cache=True)
+def _normalize_into(buf, s, e, low, collapse, dst, w0):
+    """Write the byte-level normalization of ``buf[s:e]`` to ``dst[w0:]``; returns
+    its length (never more than ``e - s``).
+
+    ASCII letters are lowercased if ``low``; with ``collapse`` the result is
+    ``" ".join(x.split())`` of the text (Python's whitespace, see :func:`_space_len`).
+    """
+    w = w0
+    pending = False
+    p = s
+    while p < e:
+        b = buf[p]
+        if 32 < b < 0x80:
+            # The common case: a visible ASCII character.
+            if pending:
+                dst[w] = 32
+                w += 1
+                pending = False
+            if low and 65 <= b <= 90:
+                b = b + 32
+            dst[w] = b
+            w += 1
+            p += 1
+            continue
+        if collapse:
+            sl = _space_len(buf, p, e)
+            if sl > 0:
+                pending = w > w0
+                p += sl
+                continue
+        if pending:
+            dst[w] = 32
+            w += 1
+            pending = False
+        dst[w] = b
+        w += 1
+        p += 1
+    return w - w0
+
+
+@njit(parallel=True, cache=True)
+def normalize_bytes(buf, offsets, lower, collapse):
+    """The byte-level part of normalization for a whole batch (see
+    :func:`_normalize_into`); returns ``(out, out_offsets)``, documents contiguous."""
+    n = offsets.shape[0] - 1
+    scratch = np.empty(max(offsets[n] - offsets[0], 1), dtype=np.uint8)
+    base = offsets[0]
+    lengths = np.zeros(n, dtype=np.int64)
+    for d in prange(n):
+        lengths[d] = _normalize_into(
+            buf, offsets[d], offsets[d + 1], lower[d], collapse, scratch, offsets[d] - base
+        )
+    out_off = np.zeros(n + 1, dtype=np.int64)
+    for d in range(n):
+        out_off[d + 1] = out_off[d] + lengths[d]
+    out = np.empty(out_off[n], dtype=np.uint8)
+    for d in prange(n):
+        a = offsets[d] - base
+        b = out_off[d]
+        for i in range(lengths[d]):
+            out[b + i] = scratch[a + i]
+    return out, out_off
+
+
+_HASH_BLOCKS = 512
+
+
+@njit(parallel=True, cache=True)
+def hash_shingles(
+    buf,
+    offsets,
+    lower,
+    collapse,
+    max_bytes,
+    kind,
+    k,
+    max_sh,
+    algo,
+    seed,
+    k0,
+    k1,
+    word_table,
+    bound_off,
+):
+    """Normalize (byte level), shingle, hash and reduce each document of a batch to
+    a sorted set of unique shingle hashes.
+
+    Document ``d`` is ``buf[offsets[d]:offsets[d + 1]]``; it is first passed through
+    :func:`_normalize_into` (``lower[d]``, ``collapse``) unless neither applies.  A
+    document whose normalized length exceeds ``max_bytes`` gets no shingle and is
+    flagged.  Returns ``(hashes, counts_unique, counts_raw, truncated, content_hash,
+    normalized_lengths, too_large)`` with ``hashes`` in the padded CSR ``bound_off``.
+    Work is split into blocks of documents so that scratch is allocated per block,
+    not per document.
     """
     n = offsets.shape[0] - 1
     out = np.empty(bound_off[n], dtype=np.uint64)
@@ -409,25 +530,49 @@ def hash_shingles(buf, offsets, kind, k, max_sh, algo, seed, k0, k1, word_table,
     counts_raw = np.zeros(n, dtype=np.int64)
     truncated = np.zeros(n, dtype=np.bool_)
     content = np.zeros(n, dtype=np.uint64)
-    for d in prange(n):
-        s = offsets[d]
-        e = offsets[d + 1]
-        o = bound_off[d]
-        cnt, tr = _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o)
-        counts_raw[d] = cnt
-        truncated[d] = tr
-        content[d] = _hash(buf, s, e - s, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1)
-        if cnt > 0:
-            seg = np.empty(cnt, dtype=np.uint64)
-            sort_hashes(out[o : o + cnt], seg)
-            u = 1
-            out[o] = seg[0]
-            for i in range(1, cnt):
-                if seg[i] != seg[i - 1]:
-                    out[o + u] = seg[i]
-                    u += 1
-            counts_unique[d] = u
-    return out, counts_unique, counts_raw, truncated, content
+    norm_len = np.zeros(n, dtype=np.int64)
+    too_large = np.zeros(n, dtype=np.bool_)
+    nblocks = min(n, _HASH_BLOCKS)
+    for blk in prange(nblocks):
+        d0 = blk * n // nblocks
+        d1 = (blk + 1) * n // nblocks
+        cap = 1
+        for d in range(d0, d1):
+            cap = max(cap, offsets[d + 1] - offsets[d] + 1)
+        nbuf = np.empty(cap, dtype=np.uint8)
+        pa = np.empty(cap, dtype=np.int64)
+        pb = np.empty(cap, dtype=np.int64)
+        th = np.empty(cap, dtype=np.uint64)
+        seg = np.empty(min(cap, max_sh + 1), dtype=np.uint64)
+        for d in range(d0, d1):
+            s = offsets[d]
+            e = offsets[d + 1]
+            src = buf
+            if lower[d] or collapse:
+                e = _normalize_into(buf, s, e, lower[d], collapse, nbuf, 0)
+                s = 0
+                src = nbuf
+            norm_len[d] = e - s
+            if e - s > max_bytes:
+                too_large[d] = True
+                continue
+            o = bound_off[d]
+            cnt, tr = _doc_shingles(
+                src, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th
+            )
+            counts_raw[d] = cnt
+            truncated[d] = tr
+            content[d] = _hash(src, s, e - s, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1)
+            if cnt > 0:
+                sort_hashes(out[o : o + cnt], seg[:cnt])
+                u = 1
+                out[o] = seg[0]
+                for i in range(1, cnt):
+                    if seg[i] != seg[i - 1]:
+                        out[o + u] = seg[i]
+                        u += 1
+                counts_unique[d] = u
+    return out, counts_unique, counts_raw, truncated, content, norm_len, too_large
 
 
 @njit(parallel=True, cache=True)

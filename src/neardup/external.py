@@ -32,10 +32,9 @@ import numpy.typing as npt
 from ._errors import MemoryLimitExceeded
 from .config import Config, scratch_bytes
 from .corpus import BadRecord, detect_format, iter_jsonl
-from .hashing import HashKey, SchemeDescriptor, ShingleSets, _encode
+from .hashing import HashKey, SchemeDescriptor, ShingleSets
 from .minhash import MinHasher, SignatureSet
-from .normalize import get_normalizer
-from .pipeline import DedupResult, _hash_in_chunks, dedup_sets
+from .pipeline import DedupResult, _normalize_and_hash, dedup_sets
 
 __all__ = ["in_memory_plan", "spilled_dedup", "write_streamed"]
 
@@ -109,7 +108,6 @@ def spilled_dedup(
     cfg = config
     scheme = SchemeDescriptor.from_config(cfg, key)
     hasher = MinHasher(cfg, key=key) if method == "lsh" else None
-    norm = get_normalizer(cfg.normalizer)
     out = _Appender(workdir)
     ids: list[Any] = []
     bad: list[BadRecord] = []
@@ -122,18 +120,14 @@ def spilled_dedup(
         nonlocal chunk, size, done
         if not chunk:
             return
-        enc = [_encode(norm(t)) for t in chunk]
-        lengths = np.fromiter((len(e) for e in enc), dtype=np.int64, count=len(enc))
-        big = lengths > cfg.max_document_bytes
-        part = _hash_in_chunks(
-            [b"" if b else e for e, b in zip(enc, big, strict=True)], cfg, key, scheme, None
-        )
+        hashed = _normalize_and_hash(chunk, cfg, key, scheme, None)
+        part, big = hashed.sets, hashed.too_large
         out.add("data.u64", part.data)
         out.add("sizes.i64", np.diff(part.indptr))
         out.add("raw_counts.i64", part.raw_counts)
         out.add("truncated.b1", part.truncated)
         out.add("content.u64", part.content_hash)
-        out.add("lengths.i64", lengths)
+        out.add("lengths.i64", part.byte_lengths)
         out.add("too_large.b1", big)
         if hasher is not None:
             out.add("sigs.u32", hasher.from_sets(part).matrix)

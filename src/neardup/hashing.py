@@ -43,7 +43,7 @@ from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
 from ._fingerprint import FORMAT_VERSION, fingerprint
 from .config import Config, ShingleSpec
-from .normalize import get_normalizer
+from .normalize import EncodedTexts, Normalizer, _encode, get_normalizer, unicode_stage
 
 __all__ = [
     "HashKey",
@@ -332,11 +332,6 @@ class ShingleSets:
         return int(self.data.nbytes + self.indptr.nbytes)
 
 
-def _encode(text: str) -> bytes:
-    # surrogatepass keeps lone surrogates (invalid in UTF-8 but legal in str) hashable.
-    return text.encode("utf-8", "surrogatepass")
-
-
 def _algo_params(config: Config, key: HashKey | None) -> tuple[int, int, int, int]:
     _check_key(config, key)
     if key is None:
@@ -360,31 +355,69 @@ def hash_documents(
     """
     norm = get_normalizer(config.normalizer)
     scheme = SchemeDescriptor.from_config(config, key)
-    encoded = [_encode(t if normalized else norm(t)) for t in texts]
-    limit = config.max_document_bytes
-    for i, e in enumerate(encoded):
-        if len(e) > limit:
-            raise DocumentTooLarge(i, len(e), limit)
-    return _hash_encoded(encoded, config, key, scheme)
+    if normalized:
+        sets, too_large = _hash_encoded_checked(
+            EncodedTexts.from_bytes([_encode(t) for t in texts]), config, key, scheme
+        )
+    else:
+        sets, too_large = hash_texts(texts, norm, config, key, scheme)
+    big = np.flatnonzero(too_large)
+    if big.size:
+        i = int(big[0])
+        raise DocumentTooLarge(i, int(sets.byte_lengths[i]), config.max_document_bytes)
+    return sets
+
+
+def hash_texts(
+    texts: Sequence[str],
+    norm: Normalizer,
+    config: Config,
+    key: HashKey | None,
+    scheme: SchemeDescriptor,
+) -> tuple[ShingleSets, npt.NDArray[np.bool_]]:
+    """Normalize and hash ``texts``; documents over ``max_document_bytes`` (normalized
+    UTF-8) get an empty set and are flagged in the returned mask."""
+    raw, lower = unicode_stage(texts, norm)
+    return _hash_kernel(raw, lower, norm.collapse_whitespace, config, key, scheme)
 
 
 def _hash_encoded(
-    encoded: Sequence[bytes], config: Config, key: HashKey | None, scheme: SchemeDescriptor
+    encoded: EncodedTexts, config: Config, key: HashKey | None, scheme: SchemeDescriptor
 ) -> ShingleSets:
-    n = len(encoded)
-    lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=n)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    buf = np.frombuffer(b"".join(encoded), dtype=np.uint8) if n else np.empty(0, np.uint8)
+    """Hash documents already normalized (no size check: callers check first)."""
+    lower = np.zeros(len(encoded), dtype=np.bool_)
+    return _hash_kernel(encoded, lower, False, config, key, scheme, max_bytes=2**62)[0]
+
+
+def _hash_encoded_checked(
+    encoded: EncodedTexts, config: Config, key: HashKey | None, scheme: SchemeDescriptor
+) -> tuple[ShingleSets, npt.NDArray[np.bool_]]:
+    lower = np.zeros(len(encoded), dtype=np.bool_)
+    return _hash_kernel(encoded, lower, False, config, key, scheme)
+
+
+def _hash_kernel(
+    raw: EncodedTexts,
+    lower: npt.NDArray[np.bool_],
+    collapse: bool,
+    config: Config,
+    key: HashKey | None,
+    scheme: SchemeDescriptor,
+    max_bytes: int | None = None,
+) -> tuple[ShingleSets, npt.NDArray[np.bool_]]:
+    n = len(raw)
     spec = config.shingle
-    bound = np.minimum(np.maximum(lengths, 1), spec.max_shingles)
+    bound = np.minimum(np.maximum(raw.lengths, 1), spec.max_shingles)
     bound_off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(bound, out=bound_off[1:])
     algo, seed, k0, k1 = _algo_params(config, key)
     table = _word_table() if spec.kind == "word" else np.zeros(1, np.uint8)
-    padded, counts, raw, trunc, content = K.hash_shingles(
-        buf,
-        offsets,
+    padded, counts, raw_counts, trunc, content, lengths, too_large = K.hash_shingles(
+        raw.buf,
+        raw.offsets,
+        lower,
+        collapse,
+        config.max_document_bytes if max_bytes is None else max_bytes,
         _KIND_CODE[spec.kind],
         spec.k,
         spec.max_shingles,
@@ -398,7 +431,7 @@ def _hash_encoded(
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     data = K.compact_csr(padded, bound_off, counts, indptr)
-    return ShingleSets(data, indptr, raw, trunc, content, lengths, scheme)
+    return ShingleSets(data, indptr, raw_counts, trunc, content, lengths, scheme), too_large
 
 
 def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold") -> list[str]:

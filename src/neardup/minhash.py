@@ -42,6 +42,7 @@ from . import _kernels as K
 from ._errors import EmptyDocument, InvalidConfig, SchemeMismatch
 from .config import Config
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, _hash_encoded, hash_documents
+from .normalize import EncodedTexts
 
 __all__ = ["BBitSignatures", "MinHasher", "Signature", "SignatureSet", "permutation_params"]
 
@@ -240,7 +241,7 @@ class MinHasher:
         Raises EmptyDocument when the document has no shingle.
         """
         if isinstance(doc, bytes):
-            sets = _hash_encoded([doc], self.config, self.key, self.scheme)
+            sets = _hash_encoded(EncodedTexts.from_bytes([doc]), self.config, self.key, self.scheme)
         else:
             sets = hash_documents([doc], self.config, key=self.key)
         if sets.raw_counts[0] == 0:

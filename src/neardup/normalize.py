@@ -20,12 +20,22 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
 
 from ._errors import InvalidConfig
 
-__all__ = ["NORMALIZERS", "NormalizedText", "Normalizer", "get_normalizer"]
+__all__ = [
+    "NORMALIZERS",
+    "EncodedTexts",
+    "NormalizedText",
+    "Normalizer",
+    "get_normalizer",
+    "normalize_batch",
+]
 
 _NON_SPACE = re.compile(r"\S+")
 
@@ -89,6 +99,8 @@ class Normalizer:
     casefold_nfkc: Callable[[str], str]
     collapse_whitespace: bool
     description: str
+    ascii_lower: bool = False
+    """What ``casefold_nfkc`` does to pure-ASCII text: lowercase it (or nothing)."""
 
     @property
     def fingerprint(self) -> str:
@@ -177,6 +189,7 @@ def _make() -> dict[str, Normalizer]:
             _nfkc_casefold,
             True,
             "Unicode NFKC, full case folding, whitespace runs collapsed to one space, trimmed",
+            ascii_lower=True,
         ),
         "nfkc": Normalizer(
             "nfkc",
@@ -187,6 +200,114 @@ def _make() -> dict[str, Normalizer]:
         ),
         "raw": Normalizer("raw", 1, _identity, False, "the text exactly as given"),
     }
+
+
+def _encode(text: str) -> bytes:
+    # surrogatepass keeps lone surrogates (invalid in UTF-8 but legal in str) hashable.
+    return text.encode("utf-8", "surrogatepass")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class EncodedTexts:
+    """A batch of normalized documents as one UTF-8 buffer (no object per document).
+
+    Document ``i`` is ``buf[offsets[i]:offsets[i + 1]]``; ``offsets`` need not start
+    at 0, so :meth:`slice` is a view, not a copy.
+    """
+
+    buf: npt.NDArray[np.uint8]
+    offsets: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.offsets.shape[0]) - 1
+
+    @property
+    def lengths(self) -> npt.NDArray[np.int64]:
+        """UTF-8 byte length of every document."""
+        return np.diff(self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of text held by the documents of this batch."""
+        return int(self.offsets[-1] - self.offsets[0])
+
+    def get(self, i: int) -> bytes:
+        """Document ``i`` as bytes."""
+        return self.buf[self.offsets[i] : self.offsets[i + 1]].tobytes()
+
+    def slice(self, start: int, stop: int) -> EncodedTexts:
+        """Documents ``start .. stop - 1`` (a view)."""
+        return EncodedTexts(self.buf, self.offsets[start : stop + 1])
+
+    def blank(self, mask: npt.NDArray[np.bool_]) -> EncodedTexts:
+        """A copy in which the documents where ``mask`` is true are empty."""
+        if not mask.any():
+            return self
+        lengths = np.where(mask, 0, self.lengths)
+        keep = np.repeat(~mask, self.lengths)
+        offsets = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return EncodedTexts(self.buf[self.offsets[0] : self.offsets[-1]][keep], offsets)
+
+    @classmethod
+    def from_bytes(cls, docs: Sequence[bytes]) -> EncodedTexts:
+        """Pack already-normalized UTF-8 documents."""
+        n = len(docs)
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        if n:
+            np.cumsum(np.fromiter(map(len, docs), dtype=np.int64, count=n), out=offsets[1:])
+        buf = np.frombuffer(b"".join(docs), dtype=np.uint8) if n else np.empty(0, np.uint8)
+        return cls(buf, offsets)
+
+
+def unicode_stage(
+    texts: Sequence[str], normalizer: Normalizer
+) -> tuple[EncodedTexts, npt.NDArray[np.bool_]]:
+    """The part of normalization that needs Python's Unicode database.
+
+    Returns the documents as UTF-8 after NFKC / case folding — applied only to the
+    documents that are not pure ASCII, for which the rule is trivial — and, per
+    document, whether ASCII letters are still to be lowercased.  Whitespace is left
+    as is.  The byte-level rest (lowercasing ASCII, collapsing whitespace) is done
+    by compiled code: :func:`normalize_batch`, or fused into shingle hashing.
+    """
+    n = len(texts)
+    if not (normalizer.ascii_lower or normalizer.collapse_whitespace):
+        return EncodedTexts.from_bytes([_encode(normalizer(t)) for t in texts]), np.zeros(
+            n, dtype=np.bool_
+        )
+    ascii_doc = np.fromiter((t.isascii() for t in texts), dtype=np.bool_, count=n)
+    fold = normalizer.casefold_nfkc
+    raw = EncodedTexts.from_bytes(
+        [
+            t.encode("ascii") if a else _encode(fold(t))
+            for t, a in zip(texts, ascii_doc.tolist(), strict=True)
+        ]
+    )
+    lower = ascii_doc if normalizer.ascii_lower else np.zeros(n, dtype=np.bool_)
+    return raw, lower
+
+
+def normalize_batch(texts: Sequence[str], normalizer: Normalizer) -> EncodedTexts:
+    """Normalize and UTF-8 encode a batch of documents.
+
+    Guarantee: document ``i`` of the result is exactly
+    ``normalizer(texts[i]).encode("utf-8", "surrogatepass")``.  Pure-ASCII documents
+    (the common case) are lowercased and whitespace-collapsed by one compiled pass
+    over the whole batch; only the others go through Python's Unicode functions.
+
+    Example:
+        >>> enc = normalize_batch(["A  b\tC", "Ｆｏｘ"], get_normalizer("nfkc-casefold"))
+        >>> enc.get(0), enc.get(1)
+        (b'a b c', b'fox')
+    """
+    from . import _kernels as K
+
+    raw, lower = unicode_stage(texts, normalizer)
+    if not (normalizer.ascii_lower or normalizer.collapse_whitespace):
+        return raw
+    buf, offsets = K.normalize_bytes(raw.buf, raw.offsets, lower, normalizer.collapse_whitespace)
+    return EncodedTexts(buf, offsets)
 
 
 NORMALIZERS: tuple[str, ...] = ("nfkc-casefold", "nfkc", "raw")
