@@ -32,7 +32,7 @@ def test_fast_and_standard_json_paths_agree(
     assert c.ids == [1, 2, 3, 4]
     assert c.texts == ["café au lait", "x", "big", "ok"]
     assert [line.decode() for line in c.raw_lines] == [
-        ln + "\n" for ln in src.read_text().splitlines() if ln
+        ln for ln in src.read_text().splitlines() if ln
     ]
     streamed = list(C.iter_jsonl([str(src)], id_field="id"))
     assert [s[1] for s in streamed] == c.texts

@@ -214,7 +214,7 @@ def write_streamed(
                 texts[i] = text
             rep = int(dup_of[i])
             if rep < 0:
-                kept.write(line)
+                kept.write(line + b"\n")
                 continue
             rec = json.loads(line)
             rec["cluster"] = int(cluster_of[i])
