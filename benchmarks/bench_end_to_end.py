@@ -675,6 +675,21 @@ def _ratios(timing: dict[str, dict[str, Any]], base: str) -> dict[str, float]:
             for k, v in timing.items() if k != base and b and v.get("best_s")}
 
 
+def _carry_scale_over(out: Path, results: dict[str, Any]) -> None:
+    """Keep an earlier run's scale section, marked with the commit it measured."""
+    try:
+        earlier = json.loads(out.read_text())
+    except (OSError, ValueError):
+        return
+    scale = earlier.get("scale")
+    if not isinstance(scale, dict):
+        return
+    if "carried_over_from" not in scale:
+        src = earlier.get("machine", {}).get("neardup_source_at_start", {})
+        scale["carried_over_from"] = {"git": src.get("git_commit"), "sha256": src.get("sha256")}
+    results["scale"] = scale
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     if a.worker:
@@ -769,6 +784,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if not a.skip_scale:
             results["scale"] = run_scale(a, work)
+        else:
+            _carry_scale_over(a.out, results)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

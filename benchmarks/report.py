@@ -264,6 +264,10 @@ def end_to_end_tables(d: dict[str, Any]) -> str:
         cc = sc["corpus"]
         out.append(f"**Scale** — {cc['n_docs']:,} docs, {cc['text_bytes'] / 1e6:.1f} MB "
                    f"({cc['mean_bytes_per_doc']:.0f} B per doc): {sc['construction']}.\n")
+        if sc.get("carried_over_from"):
+            src = sc["carried_over_from"]
+            out.append(f"(Scale results carried over from an earlier run, git "
+                       f"`{src.get('git')}`; `--skip-scale` runs keep them.)\n")
         out += [*_pipeline_rows(sc["pipelines"]), ""]
         out += [*_stage_rows(sc["pipelines"]), ""]
         if sc.get("neardup_stats_peak_memory_bytes") is not None:
