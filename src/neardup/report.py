@@ -16,7 +16,7 @@ from typing import Any
 
 from .cluster import Cluster
 from .config import Config
-from .explain import shared_spans
+from .explain import shared_shingles, shared_spans
 from .lsh import candidate_probability
 from .pipeline import DedupResult
 
@@ -185,7 +185,7 @@ def render_report(
         ta, tb = texts.get(e.a), texts.get(e.b)
         if ta is not None and tb is not None and len(ta) + len(tb) < 200_000:
             shingle_counts.update(
-                shared_spans(ta, tb, config.shingle, normalizer=config.normalizer).shared_shingles
+                shared_shingles(ta, tb, config.shingle, normalizer=config.normalizer)
             )
     top = shingle_counts.most_common(20)
     top_rows = "".join(
