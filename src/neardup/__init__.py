@@ -17,11 +17,13 @@ from ._errors import (
     NeardupIOError,
     NoFeasibleParameters,
     SchemeMismatch,
+    ZeroVector,
 )
 from .cluster import Cluster, Edge, build_clusters
 from .config import Config, ShingleSpec
 from .evaluate import evaluate
 from .explain import Explanation, shared_spans
+from .hamming import BitBands, HammingIndex
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
 from .job import run_dedup
 from .lsh import (
@@ -47,12 +49,38 @@ from .pipeline import (
 from .screen import BloomFilter
 from .stream import dedup_records, filter_dataset, unique_records
 from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
+from .vectors import (
+    HyperplaneHasher,
+    PStableHasher,
+    VectorConfig,
+    VectorSignatures,
+    cosine_from_hamming,
+    hamming_distance,
+    hyperplane_collision,
+    normalize_vector,
+    pick_width,
+    pstable_collision,
+    vector_layout,
+)
 from .verify import PairScores, jaccard, verify_pairs
+from .vpipeline import (
+    SparseBags,
+    VectorCluster,
+    VectorDedupResult,
+    VectorEdge,
+    VectorIndex,
+    VectorMatch,
+    find_vector_duplicates,
+    vector_scores,
+    weighted_bags,
+    weighted_jaccard,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BBitSignatures",
+    "BitBands",
     "BloomFilter",
     "CandidatePairs",
     "Cluster",
@@ -65,7 +93,9 @@ __all__ = [
     "Edge",
     "EmptyDocument",
     "Explanation",
+    "HammingIndex",
     "HashKey",
+    "HyperplaneHasher",
     "InputError",
     "InvalidConfig",
     "LSHIndex",
@@ -79,6 +109,7 @@ __all__ = [
     "NoFeasibleParameters",
     "NormalizedText",
     "Normalizer",
+    "PStableHasher",
     "PairScores",
     "SchemeDescriptor",
     "SchemeMismatch",
@@ -86,27 +117,47 @@ __all__ = [
     "ShingleSpec",
     "Signature",
     "SignatureSet",
+    "SparseBags",
+    "VectorCluster",
+    "VectorConfig",
+    "VectorDedupResult",
+    "VectorEdge",
+    "VectorIndex",
+    "VectorMatch",
+    "VectorSignatures",
+    "ZeroVector",
     "__version__",
     "allpairs_join",
     "brute_force_pairs",
     "build_clusters",
     "candidate_pairs",
     "candidate_probability",
+    "cosine_from_hamming",
     "dedup_records",
     "default_layout",
     "evaluate",
     "filter_dataset",
     "find_duplicates",
+    "find_vector_duplicates",
     "get_normalizer",
+    "hamming_distance",
     "hash_documents",
+    "hyperplane_collision",
     "jaccard",
+    "normalize_vector",
     "optimal_params",
+    "pick_width",
     "plant_near_duplicates",
+    "pstable_collision",
     "run_dedup",
     "shared_spans",
     "shingles",
     "stdlib_paragraphs",
     "synthetic_documents",
     "unique_records",
+    "vector_layout",
+    "vector_scores",
     "verify_pairs",
+    "weighted_bags",
+    "weighted_jaccard",
 ]

@@ -15,6 +15,7 @@ __all__ = [
     "NeardupIOError",
     "NoFeasibleParameters",
     "SchemeMismatch",
+    "ZeroVector",
 ]
 
 
@@ -126,3 +127,15 @@ class InputError(NeardupError, ValueError):
         self.fix = fix
         where = f"{path}:{line}" if line is not None else path
         super().__init__(f"{where}: {reason}; fix: {fix}")
+
+
+class ZeroVector(NeardupError, ValueError):
+    """A vector has zero norm (no angle) or a non-finite component."""
+
+    def __init__(self, index: int | str | None, detail: str = "has zero norm") -> None:
+        self.index = index
+        where = "" if index is None else f" {index!r}"
+        super().__init__(
+            f"vector{where} {detail}, so its cosine to anything is undefined; fix: drop it "
+            "before deduplicating, or use metric='l2' if magnitude is what matters"
+        )
