@@ -167,7 +167,8 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
             type=float,
             default=0.8,
             show_default=True,
-            help="Exact Jaccard similarity at which two documents are duplicates.",
+            help="Exact Jaccard similarity at which two documents are duplicates (with "
+            "--vectors: the exact cosine, or the l2/l1 distance radius).",
         ),
         click.option(
             "--shingle",
@@ -294,6 +295,36 @@ def main() -> None:
     default=None,
     help="Folder for out-of-core working files (default: beside --output).",
 )
+@click.option(
+    "--vectors",
+    "vectors_field",
+    default=None,
+    metavar="FIELD",
+    help="Dedup the vectors in FIELD (a list of numbers, or an object of feature: weight) "
+    "instead of text; .npy inputs take any FIELD name.",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["cosine", "l2", "l1"]),
+    default="cosine",
+    show_default=True,
+    help="With --vectors: cosine (random hyperplanes; --threshold is the cosine) or "
+    "l2/l1 (p-stable; --threshold is the distance radius).",
+)
+@click.option(
+    "--hamming-radius",
+    type=int,
+    default=None,
+    help="With --vectors --metric cosine: every pair whose --bits signatures differ in at "
+    "most this many bits is a candidate (permuted blocks).",
+)
+@click.option(
+    "--bits",
+    type=int,
+    default=256,
+    show_default=True,
+    help="Signature bits for --hamming-radius.",
+)
 @_common
 def dedup(
     inputs: tuple[str, ...],
@@ -307,6 +338,10 @@ def dedup(
     no_report: bool,
     spill: bool,
     work_dir: str | None,
+    vectors_field: str | None,
+    metric: str,
+    hamming_radius: int | None,
+    bits: int,
     **opts: Any,
 ) -> None:
     """Deduplicate a corpus: kept.*, duplicates.*, clusters.jsonl, stats.json, report.html.
@@ -315,10 +350,19 @@ def dedup(
     folder of .txt files, or a dataset saved with datasets' save_to_disk.
 
     Example: neardup dedup corpus.jsonl --output out/ --threshold 0.8 --shingle word:5
+
+    Vectors (embeddings in Parquet/.npy/JSONL): neardup dedup emb.parquet --output out/
+    --vectors embedding --metric cosine --threshold 0.9
     """
     from .job import run_dedup
 
     quiet = opts.pop("quiet")
+    if vectors_field is not None:
+        _dedup_vectors(
+            inputs, output, vectors_field, metric, hamming_radius, bits, method, keep,
+            against, save_index, spill, overwrite, dry_run, no_report, quiet, opts,
+        )
+        return
     progress = _Progress(quiet)
     with _errors():
         cfg = _config(opts)
@@ -347,6 +391,72 @@ def dedup(
             f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
             f"{stats['clusters']}, empty {stats['empty']}, too large {stats['too_large']}, bad "
             f"records {stats['bad_records']}; predicted recall at {stats['threshold']}: "
+            f"{stats['predicted_recall_at_threshold']:.4f}"
+            + ("" if dry_run else f"; wrote {output}")
+        )
+
+
+def _dedup_vectors(
+    inputs: tuple[str, ...],
+    output: str,
+    vectors_field: str,
+    metric: str,
+    hamming_radius: int | None,
+    bits: int,
+    method: str,
+    keep: str,
+    against: str | None,
+    save_index: str | None,
+    spill: bool,
+    overwrite: bool,
+    dry_run: bool,
+    no_report: bool,
+    quiet: bool,
+    opts: dict[str, Any],
+) -> None:
+    from .vectors import VectorConfig
+    from .vjob import run_vector_dedup
+
+    with _errors():
+        for name, value, ok in (
+            ("--method", method, "lsh"),
+            ("--keep", keep, "first"),
+            ("--against", against, None),
+            ("--save-index", save_index, None),
+            ("--spill", spill, False),
+        ):
+            if value != ok:
+                raise InvalidConfig(
+                    name, value, "is not available with --vectors", f"drop {name} for vectors"
+                )
+        cfg = VectorConfig(
+            metric=metric,  # type: ignore[arg-type]
+            threshold=opts["threshold"],
+            bands=opts["bands"],
+            rows=opts["rows"],
+            hamming_radius=hamming_radius,
+            bits=bits,
+            seed=opts["seed"],
+        )
+        stats = run_vector_dedup(
+            list(inputs),
+            output,
+            vectors_field=vectors_field,
+            config=cfg,
+            id_field=opts["id_field"],
+            text_field=opts["text_field"],
+            skip_bad=opts["skip_bad"],
+            overwrite=overwrite,
+            dry_run=dry_run,
+            workers=opts["workers"],
+            report=not no_report,
+        )
+    if not quiet:
+        click.echo(
+            f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
+            f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
+            f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
+            f"{stats['metric']} {stats['threshold']}: "
             f"{stats['predicted_recall_at_threshold']:.4f}"
             + ("" if dry_run else f"; wrote {output}")
         )

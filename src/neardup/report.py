@@ -20,7 +20,7 @@ from .explain import shared_shingles, shared_spans
 from .lsh import candidate_probability
 from .pipeline import DedupResult
 
-__all__ = ["render_report"]
+__all__ = ["render_report", "render_vector_report"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -85,6 +85,38 @@ def _s_curve(bands: int, rows: int, threshold: float) -> str:
         f"<text x='{pad}' y='{h - pad + 16}'>0</text><text x='{w - pad - 8}' y='{h - pad + 16}'>"
         f"1</text><text x='{w / 2 - 60:.0f}' y='{h - 6}'>Jaccard similarity s</text>"
         f"<text x='4' y='{pad - 8}'>P(candidate) = 1-(1-s^{rows})^{bands}</text></svg>"
+    )
+
+
+def _curve(
+    points: Sequence[tuple[float, float]],
+    x_range: tuple[float, float],
+    threshold: float,
+    x_label: str,
+    formula: str,
+) -> str:
+    """A candidate-probability curve over ``x_range`` with the threshold marked."""
+    w, h, pad = 640, 260, 40
+    lo, hi = x_range
+    span = (hi - lo) or 1.0
+
+    def sx(x: float) -> float:
+        return pad + (x - lo) / span * (w - 2 * pad)
+
+    pts = " ".join(f"{sx(x):.1f},{h - pad - p * (h - 2 * pad):.1f}" for x, p in points)
+    pt = min(points, key=lambda q: abs(q[0] - threshold))[1]
+    xt = sx(threshold)
+    return (
+        f"<svg width='{w}' height='{h}' role='img' aria-label='candidate probability'>"
+        f"<rect x='{pad}' y='{pad}' width='{w - 2 * pad}' height='{h - 2 * pad}' fill='none' "
+        f"stroke='#dde'/><polyline fill='none' stroke='#17365D' stroke-width='2' "
+        f"points='{pts}'/><line x1='{xt:.1f}' y1='{pad}' x2='{xt:.1f}' "
+        f"y2='{h - pad}' stroke='#C6284D' stroke-dasharray='4 3'/>"
+        f"<text x='{xt + 4:.1f}' y='{pad + 14}'>threshold {threshold:g}: P = {pt:.4f}</text>"
+        f"<text x='{pad}' y='{h - pad + 16}'>{lo:g}</text><text x='{w - pad - 16}' "
+        f"y='{h - pad + 16}'>{hi:g}</text><text x='{w / 2 - 60:.0f}' y='{h - 6}'>"
+        f"{html.escape(x_label)}</text><text x='4' y='{pad - 8}'>{html.escape(formula)}</text>"
+        "</svg>"
     )
 
 
@@ -224,5 +256,144 @@ def render_report(
             if top
             else "<p class='muted'>none</p>"
         )
+        + "</body></html>\n"
+    )
+
+
+def _vector_curve(cfg: Any) -> str:
+    import math
+
+    from .vectors import hyperplane_collision, pstable_collision
+
+    t = float(cfg.threshold)
+    if cfg.metric == "cosine":
+        xs = [-1 + i / 100 for i in range(201)]
+        if cfg.hamming_radius is not None:
+            k, bits = cfg.hamming_radius, cfg.bits
+
+            def prob(c: float) -> float:
+                q = 1 - hyperplane_collision(c)
+                return float(
+                    sum(math.comb(bits, j) * q**j * (1 - q) ** (bits - j) for j in range(k + 1))
+                )
+
+            formula = f"P(candidate) = P(Hamming <= {k} of {bits} bits)"
+        else:
+
+            def prob(c: float) -> float:
+                return candidate_probability(hyperplane_collision(c), cfg.bands, cfg.rows)
+
+            formula = f"P = 1-(1-p^{cfg.rows})^{cfg.bands}, p = 1 - arccos(c)/pi"
+        return _curve([(x, prob(x)) for x in xs], (-1.0, 1.0), t, "exact cosine c", formula)
+    p = 2 if cfg.metric == "l2" else 1
+    hi = 3 * t
+    xs = [hi * i / 200 for i in range(201)]
+    pts = [
+        (x, candidate_probability(pstable_collision(x, cfg.width, p=p), cfg.bands, cfg.rows))
+        for x in xs
+    ]
+    formula = f"P = 1-(1-p^{cfg.rows})^{cfg.bands}, p = p-stable collision (w={cfg.width:.3g})"
+    return _curve(pts, (0.0, hi), t, f"exact {cfg.metric} distance", formula)
+
+
+def render_vector_report(
+    result: Any,
+    ids: Sequence[Any],
+    text_of: Any,
+    stats: dict[str, Any],
+) -> str:
+    """The HTML page for a vector run (``text_of(position)`` gives a text to show, or
+    None).  Depends only on the inputs and config, like :func:`render_report`."""
+    cfg = result.config
+    metric = cfg.metric
+    cards = [
+        ("vectors in", stats["documents_in"]),
+        ("kept", stats["documents_out"]),
+        ("identical vectors", stats["exact_duplicates"]),
+        ("near duplicates", stats["near_duplicates"]),
+        ("clusters", stats["clusters"]),
+        ("predicted recall at t", f"{stats['predicted_recall_at_threshold']:.4f}"),
+    ]
+    layout = (
+        f"permuted blocks: all pairs within {cfg.hamming_radius} of {cfg.bits} bits"
+        if cfg.hamming_radius is not None
+        else f"{cfg.bands} bands × {cfg.rows} rows"
+    )
+    rows_tbl = [
+        ("kind", stats["kind"]),
+        ("metric", metric),
+        ("threshold", cfg.threshold),
+        ("dimension", stats.get("dimension")),
+        ("signature", cfg.scheme + (f", width {cfg.width:.4g}" if cfg.width else "")),
+        ("LSH layout", layout),
+        ("bad records skipped", stats.get("bad_records", 0)),
+        ("candidate checks", stats["candidate_checks"]),
+        ("verified edges", stats["verified_edges"]),
+        ("pairs skipped (already joined)", stats["skipped_connected"]),
+        ("candidate cap cut", stats["candidate_cap_cut"]),
+        ("bucket overflow", stats["bucket_overflow"]),
+        ("config fingerprint", stats["config_fingerprint"]),
+    ]
+    clusters = result.clusters
+    sizes = Counter(len(c) for c in clusters)
+    size_bars = [(str(k), v) for k, v in sorted(sizes.items())]
+    scores = [e.score for c in clusters for e in c.edges]
+    nb = 20
+    if metric == "cosine":
+        lo, hi = float(cfg.threshold), 1.0
+    else:
+        lo, hi = 0.0, float(cfg.threshold)
+    step = (hi - lo) / nb or 1.0
+    counts = [0] * nb
+    for v in scores:
+        counts[max(0, min(nb - 1, int((v - lo) / step)))] += 1
+    sim_bars = [(f"{lo + i * step:.3g}", c) for i, c in enumerate(counts)]
+    biggest = sorted(clusters, key=lambda c: (-len(c), c.id))[:8]
+    sections = []
+    for c in biggest:
+        sections.append(
+            f"<h3>Cluster {c.id}: {len(c)} members, representative "
+            f"{html.escape(str(ids[c.representative]))}</h3><p class='edge'>members: "
+            + html.escape(", ".join(str(ids[m]) for m in c.members[:40]))
+            + (" …" if len(c) > 40 else "")
+            + "</p>"
+        )
+        for e in c.edges[:3]:
+            head = (
+                f"<p class='edge'>{html.escape(str(ids[e.a]))} — {html.escape(str(ids[e.b]))}: "
+                f"exact {metric} = {e.score:.4f}, estimate {e.estimate:.4f}, band {e.band}</p>"
+            )
+            ta, tb = text_of(e.a), text_of(e.b)
+            if ta is not None and tb is not None:
+                head += (
+                    f"<div class='pair'><pre>{_highlight(ta, [])}</pre>"
+                    f"<pre>{_highlight(tb, [])}</pre></div>"
+                )
+            sections.append(head)
+    card_html = "".join(
+        f"<div class='card'><b>{html.escape(str(v))}</b>{html.escape(k)}</div>" for k, v in cards
+    )
+    table_html = "".join(
+        f"<tr><td>{html.escape(k)}</td><td class='n'>{html.escape(str(v))}</td></tr>"
+        for k, v in rows_tbl
+    )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<title>neardup vector report</title><style>" + _CSS + "</style></head><body>"
+        "<h1>neardup report (vectors)</h1><p class='muted'>"
+        + html.escape(", ".join(map(str, stats.get("inputs", [])))[:300])
+        + "</p><div class='cards'>"
+        + card_html
+        + "</div><h2>Run</h2><table>"
+        + table_html
+        + "</table><h2>Cluster sizes</h2>"
+        + _bars(size_bars, "cluster sizes")
+        + f"<h2>Exact {metric} of verified edges</h2>"
+        + _bars(sim_bars, f"exact {metric} of verified edges", "#6C3BAA")
+        + "<h2>Candidate probability</h2>"
+        + _vector_curve(cfg)
+        + "<p class='muted'>A pair at this exact score becomes a candidate with this "
+        "probability; every candidate is then re-scored exactly.</p><h2>Largest clusters</h2>"
+        + ("".join(sections) or "<p class='muted'>none</p>")
         + "</body></html>\n"
     )

@@ -621,7 +621,9 @@ class HyperplaneHasher:
             proj = np.empty((e - s, self.bits), dtype=np.float64)
             sub = indptr[s : e + 1] - indptr[s]
             lo, hi = int(indptr[s]), int(indptr[e])
-            V.sparse_projections(tokens[lo:hi], weights[lo:hi], sub, self.bits, seed, proj)
+            V.sparse_projections(
+                tokens[lo:hi], weights[lo:hi], sub, self.bits, np.uint64(seed), proj
+            )
             out[s:e] = _pack(proj > 0)
         return VectorSignatures(out, "bits", self.bits, self.fingerprint + "-sparse")
 

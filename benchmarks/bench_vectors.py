@@ -1,0 +1,342 @@
+"""Vector dedup at scale: neardup (random hyperplanes + bands + exact cosine) vs FAISS.
+
+Corpus (generated, not committed): ``n`` vectors of dimension ``d`` drawn from an
+anisotropic Gaussian (a random rotation of a decaying spectrum, so unrelated
+vectors have a realistic spread of cosines rather than the ±0.05 of isotropic
+noise), plus planted near duplicates at **known exact cosines**: copy =
+c·x̂ + sqrt(1 − c²)·ẑ with ẑ ⟂ x̂, for c in ``PLANTED_COSINES`` (some below the
+threshold, as negatives), and triples whose members are mutually ≈ 0.95² apart.
+
+Methods, same vectors, same run, threshold t (default 0.9), each timed end to end
+(signatures + index + candidates + exact cosine verification, single process):
+
+* ``neardup``: :func:`neardup.find_vector_duplicates` with its default layout
+  (chosen for recall 0.995 at t and ~10 far candidates per item);
+* ``faiss_lsh_<bits>``: ``faiss.IndexLSH(d, bits)`` (random rotation + sign bits,
+  the same family), ``add`` all vectors, ``search`` every vector for its ``k``
+  nearest codes by Hamming distance (IndexLSH scans all codes: brute force over
+  bits), then the exact cosine of every returned pair, kept when >= t.  With
+  ``--faiss-queries Q`` < n only Q queries are searched and the search time is
+  scaled by n / Q (the scan costs the same for every query; marked
+  ``extrapolated``).
+
+Recall is measured against exact brute-force cosine search (``faiss.IndexFlatIP``
+range search over normalized vectors) for a sample of query vectors: a truth pair
+(q, j) with cos >= t is found by neardup when q and j end up in one cluster (the
+dedup outcome) and by FAISS when j is among q's verified neighbours.  Precision of
+both is 1 by construction (every reported pair was re-scored exactly); the script
+checks neardup's edges against a float64 recomputation.
+
+Usage::
+
+    python benchmarks/bench_vectors.py                   # 1,000,000 x 384
+    python benchmarks/bench_vectors.py --quick           # smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import finish, machine_info, neardup_source, run_in_snapshot, write_json
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "vectors.json"
+PLANTED_COSINES = (0.80, 0.85, 0.88, 0.90, 0.92, 0.95, 0.98)
+SEED = 20261203
+
+
+def make_corpus(
+    n: int, d: int, planted_frac: float, seed: int
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Vectors (float32) and what was planted (pairs with their exact cosine)."""
+    rng = np.random.default_rng(seed)
+    spectrum = (1.0 / np.sqrt(1.0 + np.arange(d) / 8.0)).astype(np.float32)
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    rot = (spectrum[:, None] * q.T).astype(np.float32)
+    X = np.empty((n, d), dtype=np.float32)
+    step = 65536
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        X[s:e] = rng.standard_normal((e - s, d), dtype=np.float32) @ rot
+    n_planted = int(n * planted_frac)
+    n_triple = n_planted // 10  # items that are the 2nd/3rd copy of a triple
+    n_pair = n_planted - n_triple
+    base_idx = rng.choice(n - n_planted, size=n_pair + (n_triple + 1) // 2, replace=False)
+    slots = np.arange(n - n_planted, n)
+    cos = np.empty(n_planted)
+    parent = np.empty(n_planted, dtype=np.int64)
+    cos[:n_pair] = rng.choice(PLANTED_COSINES, size=n_pair)
+    parent[:n_pair] = base_idx[:n_pair]
+    tri_base = base_idx[n_pair:]
+    cos[n_pair:] = 0.95
+    parent[n_pair:] = np.repeat(tri_base, 2)[:n_triple]
+    for s in range(0, n_planted, step):
+        e = min(n_planted, s + step)
+        x = X[parent[s:e]].astype(np.float64)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        z = rng.standard_normal(x.shape) @ rot.astype(np.float64)
+        z -= (z * x).sum(axis=1, keepdims=True) * x
+        z /= np.linalg.norm(z, axis=1, keepdims=True)
+        c = cos[s:e, None]
+        X[slots[s:e]] = (c * x + np.sqrt(1 - c * c) * z).astype(np.float32)
+    return X, {
+        "planted": n_planted,
+        "pairs": n_pair,
+        "triple_copies": n_triple,
+        "cosines": list(PLANTED_COSINES),
+        "parent": parent,
+        "slots": slots,
+        "cos": cos,
+    }
+
+
+def exact_cos(X: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine in float64 from the stored float32 values (what neardup verifies)."""
+    xa, xb = X[a].astype(np.float64), X[b].astype(np.float64)
+    num = np.einsum("ij,ij->i", xa, xb)
+    return num / np.sqrt(np.einsum("ij,ij->i", xa, xa) * np.einsum("ij,ij->i", xb, xb))
+
+
+def truth_for_sample(
+    X: np.ndarray, Xn: np.ndarray, queries: np.ndarray, t: float
+) -> list[np.ndarray]:
+    """All j with exact cos(q, j) >= t: a float32 range search with a margin, then
+    the float64 cosine decides (pairs planted at t sit within 1e-7 of it)."""
+    import faiss
+
+    index = faiss.IndexFlatIP(Xn.shape[1])
+    index.add(Xn)
+    lims, _dist, labels = index.range_search(Xn[queries], t - 1e-3)
+    out = []
+    for i, q in enumerate(queries.tolist()):
+        js = labels[lims[i] : lims[i + 1]]
+        js = js[js != q]
+        js = js[exact_cos(X, np.full(len(js), q), js) >= t]
+        out.append(np.sort(js))
+    return out
+
+
+def run_neardup(X: np.ndarray, t: float) -> tuple[dict[str, Any], Any]:
+    import neardup
+
+    cfg = neardup.VectorConfig(metric="cosine", threshold=t)
+    t0 = time.perf_counter()
+    res = neardup.find_vector_duplicates(X, cfg)
+    total = time.perf_counter() - t0
+    st = dict(res.stats)
+    return {
+        "seconds": round(total, 3),
+        "vectors_per_second": round(X.shape[0] / total),
+        "layout": {"bands": st["bands"], "rows": st["rows"], "bits": st["bits"]},
+        "predicted_recall_at_threshold": st["predicted_recall_at_threshold"],
+        "candidate_checks": st["candidate_checks"],
+        "verified_edges": st["verified_edges"],
+        "candidate_cap_cut": st["candidate_cap_cut"],
+        "bucket_overflow": st["bucket_overflow"],
+        "clusters": st["clusters"],
+        "duplicates": st["duplicates"],
+        "timings_s": {k: round(v, 3) for k, v in st["timings"].items()},
+    }, res
+
+
+def run_faiss_lsh(
+    X: np.ndarray,
+    Xn: np.ndarray,
+    t: float,
+    bits: int,
+    k: int,
+    queries: int,
+    must: np.ndarray,
+    seed: int,
+) -> tuple[dict[str, Any], dict[int, set[int]]]:
+    import faiss
+
+    n, d = X.shape
+    t0 = time.perf_counter()
+    index = faiss.IndexLSH(d, bits, True, False)  # rotate_data, no trained thresholds
+    index.train(X[: min(n, 100_000)])
+    index.add(X)
+    t_add = time.perf_counter() - t0
+    rng = np.random.default_rng(seed)
+    if queries >= n:
+        qs = np.arange(n)
+    else:  # the recall sample plus random others (the scan costs the same per query)
+        extra = rng.choice(n, size=max(0, queries - len(must)), replace=False)
+        qs = np.union1d(must, extra)
+    t1 = time.perf_counter()
+    step = 16384
+    found: dict[int, set[int]] = {}
+    t_verify = 0.0
+    for s in range(0, len(qs), step):
+        q = qs[s : s + step]
+        _dist, labels = index.search(X[q], k + 1)
+        tv = time.perf_counter()
+        a = np.repeat(q, k + 1)
+        b = labels.reshape(-1)
+        ok = (b >= 0) & (b != a)
+        a, b = a[ok], b[ok]
+        keep = exact_cos(X, a, b) >= t
+        for qa, jb in zip(a[keep].tolist(), b[keep].tolist(), strict=True):
+            found.setdefault(qa, set()).add(jb)
+        t_verify += time.perf_counter() - tv
+    t_search = time.perf_counter() - t1 - t_verify
+    scale = n / len(qs)
+    total = t_add + (t_search + t_verify) * scale
+    return {
+        "bits": bits,
+        "k": k,
+        "queries_searched": len(qs),
+        "extrapolated": bool(len(qs) < n),
+        "seconds": round(total, 3),
+        "vectors_per_second": round(n / total),
+        "timings_s": {
+            "train_add": round(t_add, 3),
+            "search": round(t_search * scale, 3),
+            "verify": round(t_verify * scale, 3),
+        },
+    }, found
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("-n", type=int, default=1_000_000)
+    p.add_argument("-d", type=int, default=384)
+    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--planted", type=float, default=0.05, help="fraction of planted copies")
+    p.add_argument("--sample", type=int, default=2000, help="recall query sample")
+    p.add_argument("--faiss-bits", type=int, nargs="+", default=[256, 1024])
+    p.add_argument("--faiss-k", type=int, default=10)
+    p.add_argument(
+        "--faiss-queries",
+        type=int,
+        default=20_000,
+        help="queries searched by IndexLSH (its scan is linear per query)",
+    )
+    p.add_argument("--no-snapshot", action="store_true")
+    p.add_argument("--quick", action="store_true", help="tiny corpus for a CI smoke test")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    a = p.parse_args(argv)
+    if a.quick:
+        a.n, a.d, a.sample, a.faiss_queries = 5000, 32, 200, 5000
+        a.faiss_bits = [128]
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    if not (a.no_snapshot or a.quick):
+        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
+        if rc is not None:
+            return rc
+    import faiss
+
+    results: dict[str, Any] = {"machine": machine_info()}
+    results["machine"]["neardup_source_at_start"] = neardup_source()
+    results["machine"]["faiss_threads"] = faiss.omp_get_max_threads()
+    t_gen = time.perf_counter()
+    X, planted = make_corpus(a.n, a.d, a.planted, SEED)
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    print(
+        f"{a.n} x {a.d} vectors ({planted['planted']} planted) in "
+        f"{time.perf_counter() - t_gen:.1f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    results["corpus"] = {
+        "n": a.n,
+        "dim": a.d,
+        "threshold": a.threshold,
+        "seed": SEED,
+        **{k: v for k, v in planted.items() if k not in ("parent", "slots", "cos")},
+    }
+    # Sample: half planted copies (where the duplicates are), half anything.
+    rng = np.random.default_rng(SEED + 1)
+    half = a.sample // 2
+    sample = np.unique(
+        np.concatenate(
+            [
+                rng.choice(planted["slots"], size=min(half, len(planted["slots"])), replace=False),
+                rng.choice(a.n, size=a.sample - half, replace=False),
+            ]
+        )
+    )
+    truth = truth_for_sample(X, Xn, sample, a.threshold)
+    n_truth = sum(len(x) for x in truth)
+    print(
+        f"truth: {n_truth} pairs with cos >= {a.threshold} for {len(sample)} queries",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    nd, res = run_neardup(X, a.threshold)
+    print(f"neardup: {nd['seconds']}s", file=sys.stderr, flush=True)
+    roots = res.representative
+    hit = sum(
+        int((roots[js] == roots[q]).sum()) for q, js in zip(sample.tolist(), truth, strict=True)
+    )
+    nd["recall_same_cluster"] = round(hit / n_truth, 5) if n_truth else None
+    edges = res.edges[:5000]
+    if edges:
+        ea = np.array([e.a for e in edges])
+        eb = np.array([e.b for e in edges])
+        exact = exact_cos(X, ea, eb)
+        got = np.array([e.score for e in edges])
+        nd["edge_check"] = {
+            "checked": len(edges),
+            "max_abs_error": float(np.abs(exact - got).max()),
+            "precision": float(np.mean(exact >= a.threshold)),
+        }
+    # recall by planted cosine (pairs copy -> parent)
+    by_cos = {}
+    for c in PLANTED_COSINES:
+        if c < a.threshold:
+            continue
+        s_all, p_all = planted["slots"], planted["parent"]
+        exact = exact_cos(X, s_all, p_all)
+        # float32 storage moves a pair planted exactly at t to either side of it:
+        # only pairs whose exact cosine passes count.
+        m = np.isclose(planted["cos"], c) & (exact >= a.threshold)
+        s, p = s_all[m], p_all[m]
+        by_cos[f"{c:.2f}"] = round(float(np.mean(roots[s] == roots[p])), 5) if m.any() else None
+    nd["recall_planted_by_cosine"] = by_cos
+    results["neardup"] = nd
+    del res
+
+    for bits in a.faiss_bits:
+        fr, found = run_faiss_lsh(
+            X, Xn, a.threshold, bits, a.faiss_k, a.faiss_queries, sample, SEED + 2
+        )
+        tot = hits = 0
+        for q, js in zip(sample.tolist(), truth, strict=True):
+            tot += len(js)
+            f = found.get(q, set())
+            hits += sum(1 for j in js.tolist() if j in f)
+        fr["recall_on_sample"] = round(hits / tot, 5) if tot else None
+        fr["sample_pairs_scored"] = tot
+        results[f"faiss_lsh_{bits}"] = fr
+        print(
+            f"faiss IndexLSH {bits}: {fr['seconds']}s "
+            f"{'(extrapolated)' if fr['extrapolated'] else ''}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    results["ratios"] = {
+        f"faiss_lsh_{b}_seconds_over_neardup": round(
+            results[f"faiss_lsh_{b}"]["seconds"] / nd["seconds"], 2
+        )
+        for b in a.faiss_bits
+    }
+    finish(results, results["machine"]["neardup_source_at_start"])
+    write_json(a.out, results)
+    print(f"wrote {a.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
