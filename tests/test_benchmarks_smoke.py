@@ -26,3 +26,16 @@ def test_benchmark_quick_run(script: str, tmp_path: Path) -> None:
     if script == "bench_end_to_end.py":
         q = data["quality"]["neardup_lsh"]
         assert q["edge_check"]["precision"] == 1.0
+
+
+def test_vector_benchmark_quick_run(tmp_path: Path) -> None:
+    pytest.importorskip("faiss")
+    out = tmp_path / "v.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "bench_vectors.py"), "--quick", "--out",
+            str(out)]
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads(out.read_text())
+    nd = data["neardup"]
+    assert nd["edge_check"]["precision"] == 1.0
+    assert nd["recall_same_cluster"] >= 0.95
+    assert data["faiss_lsh_128"]["queries_searched"] == 5000
