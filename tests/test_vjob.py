@@ -170,3 +170,24 @@ def test_l2_and_hamming_radius_via_cli(tmp_path: Path, X: np.ndarray) -> None:
     )
     st = json.loads((tmp_path / "hr" / "stats.json").read_text())
     assert st["hamming_radius"] == 40 and st["near_duplicates"] >= 120
+
+
+def test_params_for_vector_families() -> None:
+    from neardup import candidate_probability, hyperplane_collision
+
+    out = json.loads(
+        _run(
+            "params", "--metric", "cosine", "--threshold", "0.9", "--far", "0.0",
+            "--budget", "10", "--recall", "0.995", "-n", "100000", "--json",
+        ).stdout
+    )
+    assert out["within_budget"] and out["expected_far_candidates"] <= 10
+    assert candidate_probability(hyperplane_collision(0.9), out["bands"], out["rows"]) >= 0.995
+    probs = [r["p"] for r in out["table"]]
+    assert probs == sorted(probs)  # monotone in cosine
+    l2 = json.loads(
+        _run("params", "--metric", "l2", "--threshold", "1.0", "-n", "1000", "--json").stdout
+    )
+    assert l2["width"] > 0
+    dists = [r["p"] for r in l2["table"]]
+    assert dists == sorted(dists, reverse=True)  # decreasing in distance
