@@ -10,6 +10,7 @@ import pytest
 import neardup
 
 EXPECTED = {
+    "ICWSHasher",
     "ZeroVector",
     "BitBands",
     "HammingIndex",

@@ -230,3 +230,38 @@ def test_hamming_radius_predicted_recall_is_binomial() -> None:
     q = 1 - hyperplane_collision(0.9)
     want = sum(math.comb(256, h) * q**h * (1 - q) ** (256 - h) for h in range(65))
     assert cfg.predicted_recall() == pytest.approx(want)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_icws_collision_rate_is_the_weighted_jaccard(seed: int) -> None:
+    from neardup import ICWSHasher, weighted_bags, weighted_jaccard
+
+    rng = np.random.default_rng(seed)
+    feats = [f"f{j}" for j in range(30)]
+    w = rng.exponential(1.0, 30)
+    w2 = w * rng.uniform(0.3, 1.7, 30)
+    keep = rng.random(30) < 0.7
+    a = dict(zip(feats, w.tolist(), strict=True))
+    b = {f: float(x) for f, x, k in zip(feats, w2, keep, strict=True) if k}
+    bags = weighted_bags([a, b])
+    hashes = 1500
+    s = ICWSHasher(hashes=hashes, seed=seed).signatures(bags.tokens, bags.weights, bags.indptr)
+    rate = float(np.mean(s.data[0] == s.data[1]))
+    j = weighted_jaccard(a, b)
+    assert abs(rate - j) <= 3 * math.sqrt(max(j * (1 - j), 1e-4) / hashes) + 1e-3
+
+
+def test_icws_scale_matters_and_negative_weights_are_refused() -> None:
+    from neardup import ICWSHasher, weighted_bags
+
+    bags = weighted_bags([{"a": 1.0, "b": 1.0}, {"a": 2.0, "b": 2.0}, {"a": -1.0}])
+    h = ICWSHasher(hashes=400, seed=0)
+    s = h.signatures(bags.tokens[:4], bags.weights[:4], bags.indptr[:3]).data
+    # weighted Jaccard of x and 2x is 1/2 (unlike cosine, magnitude counts)
+    assert abs(float(np.mean(s[0] == s[1])) - 0.5) < 0.1
+    with pytest.raises(InvalidConfig, match=">= 0"):
+        h.signatures(bags.tokens, bags.weights, bags.indptr)
+    assert VectorConfig(metric="weighted_jaccard", threshold=0.8).scheme == "icws-v1"
+    with pytest.raises(InvalidConfig, match=r"\(0, 1\]"):
+        VectorConfig(metric="weighted_jaccard", threshold=1.5)

@@ -191,3 +191,22 @@ def test_params_for_vector_families() -> None:
     assert l2["width"] > 0
     dists = [r["p"] for r in l2["table"]]
     assert dists == sorted(dists, reverse=True)  # decreasing in distance
+
+
+def test_weighted_jaccard_bags_via_cli(tmp_path: Path) -> None:
+    bags = tmp_path / "p.jsonl"
+    with bags.open("w") as fh:
+        for i in range(30):
+            feats = {"brand:acme": 3.0, f"size:{i % 10}": 1.0, "color:red": 1.0}
+            fh.write(json.dumps({"id": f"p{i}", "features": feats}) + "\n")
+        fh.write(json.dumps({"id": "neg", "features": {"x": -1.0}}) + "\n")
+    base = ["dedup", str(bags), "--vectors", "features", "--id-field", "id",
+            "--metric", "weighted_jaccard", "--threshold", "0.9"]
+    proc = _run(*base, "-o", str(tmp_path / "o"), check=False)
+    assert proc.returncode != 0 and "negative weight" in proc.stderr
+    _run(*base, "-o", str(tmp_path / "o"), "--skip-bad")
+    st = json.loads((tmp_path / "o" / "stats.json").read_text())
+    assert st["scheme"] == "icws-v1" and st["near_duplicates"] == 20 and st["bad_records"] == 1
+    c = json.loads((tmp_path / "o" / "clusters.jsonl").read_text().splitlines()[0])
+    assert c["members"] == ["p0", "p10", "p20"]
+    assert all(e["weighted_jaccard"] == 1.0 for e in c["edges"])

@@ -180,3 +180,29 @@ def test_vector_index_remove_and_limit() -> None:
     l2.add("a", [0.0, 0.0])
     assert [m.key for m in l2.add("b", [0.3, 0.0])] == ["a"]
     assert l2.add("c", [5.0, 5.0]) == []
+
+
+def test_weighted_jaccard_bags_against_oracle() -> None:
+    rng = np.random.default_rng(8)
+    base = [
+        {f"w{j}": float(rng.exponential()) for j in rng.choice(200, 15, replace=False)}
+        for _ in range(150)
+    ]
+    bags = list(base)
+    for b in base[:60]:
+        bags.append({k: v * float(rng.uniform(0.8, 1.2)) for k, v in b.items()})
+    cfg = VectorConfig(metric="weighted_jaccard", threshold=0.7)
+    res = find_vector_duplicates(weighted_bags(bags), cfg, all_edges=True)
+    truth = {
+        (a, b)
+        for a, b in itertools.combinations(range(len(bags)), 2)
+        if weighted_jaccard(bags[a], bags[b]) >= 0.7
+    }
+    assert truth and res.pairs() <= truth
+    assert len(res.pairs()) >= 0.97 * len(truth)
+    for e in res.edges:
+        assert e.score == pytest.approx(weighted_jaccard(bags[e.a], bags[e.b]))
+    with pytest.raises(InvalidConfig, match="weighted bags"):
+        find_vector_duplicates(np.ones((3, 2)), cfg)
+    with pytest.raises(InvalidConfig, match="dense"):
+        VectorIndex(dim=2, config=cfg)

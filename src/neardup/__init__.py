@@ -51,6 +51,7 @@ from .stream import dedup_records, filter_dataset, unique_records
 from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
 from .vectors import (
     HyperplaneHasher,
+    ICWSHasher,
     PStableHasher,
     VectorConfig,
     VectorSignatures,
@@ -96,6 +97,7 @@ __all__ = [
     "HammingIndex",
     "HashKey",
     "HyperplaneHasher",
+    "ICWSHasher",
     "InputError",
     "InvalidConfig",
     "LSHIndex",

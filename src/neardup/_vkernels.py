@@ -24,6 +24,7 @@ METRIC_COSINE = 0
 METRIC_L2 = 1
 METRIC_L1 = 2
 METRIC_SPARSE_COSINE = 3
+METRIC_SPARSE_WJACCARD = 4
 
 SIG_BITS = 0
 SIG_CODES = 1
@@ -158,9 +159,75 @@ def _sparse_cosine(tok, wts, indptr, norms, a, b):
 
 
 @njit(inline="always", cache=True)
+def _sparse_wjaccard(tok, wts, indptr, a, b):
+    """Exact weighted Jaccard sum(min) / sum(max) over non-negative weights."""
+    i = indptr[a]
+    ie = indptr[a + 1]
+    j = indptr[b]
+    je = indptr[b + 1]
+    num = 0.0
+    den = 0.0
+    while i < ie or j < je:
+        if j >= je or (i < ie and tok[i] < tok[j]):
+            den += wts[i]
+            i += 1
+        elif i >= ie or tok[j] < tok[i]:
+            den += wts[j]
+            j += 1
+        else:
+            num += min(wts[i], wts[j])
+            den += max(wts[i], wts[j])
+            i += 1
+            j += 1
+    return num / den if den > 0 else 0.0
+
+
+@njit(inline="always", cache=True)
+def _u01(h):
+    # 53 random bits in (0, 1): never 0, so logarithms are finite.
+    return (np.float64(h >> U64(11)) + 0.5) * (1.0 / 9007199254740992.0)
+
+
+@njit(parallel=True, cache=True)
+def icws_codes(tok, wts, indptr, nhash, seed, out):
+    """Improved consistent weighted sampling (Ioffe 2010): for hash k, every feature
+    t with weight w > 0 draws r, c ~ Gamma(2, 1) and beta ~ U(0, 1) from (seed, t, k);
+    the sample is the feature minimising ln a = ln c - r (floor(ln w / r + beta) -
+    beta) - r, coded with its quantized level.  Two bags share a code with
+    probability equal to their weighted Jaccard similarity."""
+    n = indptr.shape[0] - 1
+    seed = U64(seed)
+    for d in prange(n):
+        for k in range(nhash):
+            best = np.inf
+            code = U64(0)
+            hk = fmix64(seed ^ (U64(k + 1) * _P2))
+            for t in range(indptr[d], indptr[d + 1]):
+                w = wts[t]
+                if w <= 0.0:
+                    continue
+                h1 = fmix64(hk ^ (tok[t] * _P1))
+                h2 = fmix64(h1 ^ _P4)
+                h3 = fmix64(h2 ^ _P4)
+                h4 = fmix64(h3 ^ _P4)
+                h5 = fmix64(h4 ^ _P4)
+                r = -np.log(_u01(h1)) - np.log(_u01(h2))
+                c = -np.log(_u01(h3)) - np.log(_u01(h4))
+                beta = _u01(h5)
+                level = np.floor(np.log(w) / r + beta)
+                ln_a = np.log(c) - r * (level - beta) - r
+                if ln_a < best:
+                    best = ln_a
+                    code = fmix64(tok[t] ^ (U64(np.int64(level) + (1 << 40)) * _P2))
+            out[d, k] = code
+
+
+@njit(inline="always", cache=True)
 def score_pair(X, tok, wts, indptr, norms, metric, a, b):
     if metric == METRIC_SPARSE_COSINE:
         return _sparse_cosine(tok, wts, indptr, norms, a, b)
+    if metric == METRIC_SPARSE_WJACCARD:
+        return _sparse_wjaccard(tok, wts, indptr, a, b)
     return _dense_score(X, norms, metric, a, b)
 
 
@@ -239,7 +306,7 @@ def vector_band_join(
     cap_cut = 0
     bucket_cut = 0
     skipped = 0
-    is_sim = metric in (METRIC_COSINE, METRIC_SPARSE_COSINE)
+    is_sim = metric in (METRIC_COSINE, METRIC_SPARSE_COSINE, METRIC_SPARSE_WJACCARD)
     seen = dict()
     seen[np.int64(-1)] = np.int8(0)
     for t in range(nb):

@@ -305,11 +305,12 @@ def main() -> None:
 )
 @click.option(
     "--metric",
-    type=click.Choice(["cosine", "l2", "l1"]),
+    type=click.Choice(["cosine", "l2", "l1", "weighted_jaccard"]),
     default="cosine",
     show_default=True,
-    help="With --vectors: cosine (random hyperplanes; --threshold is the cosine) or "
-    "l2/l1 (p-stable; --threshold is the distance radius).",
+    help="With --vectors: cosine (random hyperplanes; --threshold is the cosine), "
+    "l2/l1 (p-stable; --threshold is the distance radius) or weighted_jaccard "
+    "(feature bags; consistent weighted sampling).",
 )
 @click.option(
     "--hamming-radius",
@@ -556,7 +557,7 @@ def _png(path: str, bands: int, rows: int, threshold: float) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
     "--metric",
-    type=click.Choice(["jaccard", "cosine", "l2", "l1"]),
+    type=click.Choice(["jaccard", "cosine", "l2", "l1", "weighted_jaccard"]),
     default="jaccard",
     show_default=True,
     help="jaccard (MinHash) or a vector family: cosine (hyperplanes; --threshold is the "
@@ -665,6 +666,9 @@ def _vector_params(
         if metric == "cosine":
             xs = sorted({round(-1 + i / 10, 2) for i in range(21)} | {threshold})
             base = [hyperplane_collision(x) for x in xs]
+        elif metric == "weighted_jaccard":
+            xs = sorted({round(i / 20, 2) for i in range(21)} | {threshold})
+            base = list(xs)
         else:
             xs = sorted({round(threshold * i / 4, 6) for i in range(13)} | {threshold})
             w = float(cfg.width or 1.0)
@@ -687,7 +691,7 @@ def _vector_params(
     if as_json:
         click.echo(json.dumps(data, sort_keys=True))
         return
-    unit = "cosine" if metric == "cosine" else f"{metric} distance"
+    unit = metric if metric in ("cosine", "weighted_jaccard") else f"{metric} distance"
     extra = f", width {cfg.width:.4g}" if cfg.width else ""
     click.echo(
         f"{metric}: bands={lay.bands} rows={lay.rows} ({lay.bands * lay.rows} hashes{extra}); "

@@ -285,6 +285,10 @@ def _vector_curve(cfg: Any) -> str:
 
             formula = f"P = 1-(1-p^{cfg.rows})^{cfg.bands}, p = 1 - arccos(c)/pi"
         return _curve([(x, prob(x)) for x in xs], (-1.0, 1.0), t, "exact cosine c", formula)
+    if cfg.metric == "weighted_jaccard":
+        pts = [(i / 200, candidate_probability(i / 200, cfg.bands, cfg.rows)) for i in range(201)]
+        formula = f"P = 1-(1-J^{cfg.rows})^{cfg.bands} (ICWS codes collide with prob. J)"
+        return _curve(pts, (0.0, 1.0), t, "exact weighted Jaccard J", formula)
     p = 2 if cfg.metric == "l2" else 1
     hi = 3 * t
     xs = [hi * i / 200 for i in range(201)]
@@ -339,7 +343,7 @@ def render_vector_report(
     size_bars = [(str(k), v) for k, v in sorted(sizes.items())]
     scores = [e.score for c in clusters for e in c.edges]
     nb = 20
-    if metric == "cosine":
+    if metric in ("cosine", "weighted_jaccard"):
         lo, hi = float(cfg.threshold), 1.0
     else:
         lo, hi = 0.0, float(cfg.threshold)

@@ -10,6 +10,8 @@ metric         signature (one hash)                   collision probability of a
 ``cosine``     sign(r·x), r ~ N(0, I) (a hyperplane)  1 − θ/π, θ = arccos(cos(x, y))
 ``l2``         floor((a·x + u) / w), a ~ N(0, I)      decreasing in ‖x − y‖₂ (Datar et al.)
 ``l1``         same with a ~ Cauchy                   decreasing in ‖x − y‖₁
+``weighted_``  ICWS sample (feature, level) of a      J_w = Σ min(x, y) / Σ max(x, y)
+``jaccard``    weighted bag (Ioffe 2010)              (exactly; weighted bags only)
 =============  =====================================  ==================================
 
 Guarantees and non-guarantees:
@@ -53,6 +55,7 @@ from .lsh import Layout, candidate_probability
 
 __all__ = [
     "HyperplaneHasher",
+    "ICWSHasher",
     "PStableHasher",
     "VectorConfig",
     "VectorSignatures",
@@ -65,8 +68,9 @@ __all__ = [
     "vector_layout",
 ]
 
-VectorMetric = Literal["cosine", "l2", "l1"]
-METRICS: tuple[str, ...] = ("cosine", "l2", "l1")
+VectorMetric = Literal["cosine", "l2", "l1", "weighted_jaccard"]
+METRICS: tuple[str, ...] = ("cosine", "l2", "l1", "weighted_jaccard")
+SIMILARITIES = ("cosine", "weighted_jaccard")  # higher is closer; the others are distances
 METRIC_CODES = {"cosine": V.METRIC_COSINE, "l2": V.METRIC_L2, "l1": V.METRIC_L1}
 
 _MAX_BITS = 16384
@@ -157,6 +161,8 @@ def _collisions(
 ) -> tuple[float, float]:
     if metric == "cosine":
         return hyperplane_collision(threshold), hyperplane_collision(far)
+    if metric == "weighted_jaccard":  # consistent weighted sampling: P = J_w exactly
+        return float(threshold), float(far)
     if width is None:  # pragma: no cover - callers resolve the width first
         raise InvalidConfig("width", width, "needed for l1/l2", "use pick_width(radius)")
     p = 2 if metric == "l2" else 1
@@ -309,17 +315,21 @@ class VectorConfig:
 
     Parameters (all keyword-only):
         metric: ``cosine`` (random hyperplanes; scale ignored), ``l2`` or ``l1``
-            (p-stable projections; scale matters).
-        threshold: cosine: a pair is a near duplicate when its exact cosine is
-            >= threshold (in (-1, 1)); l2/l1: when its exact distance is
+            (p-stable projections; scale matters), or ``weighted_jaccard``
+            (weighted bags only: consistent weighted sampling, whose codes collide
+            with probability equal to the weighted Jaccard sum(min)/sum(max)).
+        threshold: cosine / weighted_jaccard: a pair is a near duplicate when its
+            exact score is >= threshold (cosine in (-1, 1), weighted Jaccard in
+            (0, 1]); l2/l1: when its exact distance is
             <= threshold (the radius, > 0).
         bands, rows: LSH layout (rows hashes per band; a band is an independent
             family of ``rows`` hyperplanes/projections).  Both None: chosen by
             :func:`vector_layout` for ``recall_target`` at the threshold and a
             far-candidate budget at ``far`` for ``planned_items`` items.
-        far: the planning point for "unrelated" pairs (cosine, default 0.0; l2/l1:
-            distance, default 2 × threshold).  Pairs at the far point collide with
-            probability P(far); items between far and threshold may collide more.
+        far: the planning point for "unrelated" pairs (cosine, default 0.0;
+            weighted Jaccard, threshold / 2; l2/l1: distance, default 2 × threshold).
+            Pairs at the far point collide with probability P(far); items between
+            far and threshold may collide more.
         far_budget: expected far candidates per item the default layout allows.
         planned_items: n for the layout; None means the batch size (or 1,000,000
             for an index that grows one item at a time).
@@ -356,15 +366,21 @@ class VectorConfig:
             raise InvalidConfig(
                 "threshold", t, "a cosine threshold must be in (-1, 1)", "use e.g. 0.9"
             )
-        if self.metric != "cosine" and not t > 0:
+        if self.metric == "weighted_jaccard" and not 0.0 < t <= 1.0:
+            raise InvalidConfig(
+                "threshold", t, "a weighted Jaccard threshold must be in (0, 1]", "use e.g. 0.8"
+            )
+        if self.metric not in SIMILARITIES and not t > 0:
             raise InvalidConfig(
                 "threshold", t, "a distance radius must be > 0", "use the near-duplicate distance"
             )
         if self.far is not None:
             f = _check_float("far", self.far, "leave far unset for the default")
-            if self.metric == "cosine" and not -1.0 <= f < t:
+            if self.metric in SIMILARITIES and not -1.0 <= f < t:
                 raise InvalidConfig("far", f, "must be below the threshold", "use e.g. far=0.0")
-            if self.metric != "cosine" and not f > t:
+            if self.metric == "weighted_jaccard" and f < 0:
+                raise InvalidConfig("far", f, "must be in [0, threshold)", "use e.g. far=0.3")
+            if self.metric not in SIMILARITIES and not f > t:
                 raise InvalidConfig("far", f, "must exceed the radius", f"use e.g. far={2 * t}")
         fb = _check_float("far_budget", self.far_budget, "use e.g. 10")
         if not fb > 0:
@@ -375,7 +391,7 @@ class VectorConfig:
             w = _check_float("width", self.width, "use pick_width(radius)")
             if not w > 0:
                 raise InvalidConfig("width", w, "must be > 0", "use pick_width(radius)")
-            if self.metric == "cosine":
+            if self.metric in SIMILARITIES:
                 raise InvalidConfig("width", w, "only p-stable (l1/l2) has a width", "drop width")
         _check_pos_int("bits", self.bits, 64, _MAX_BITS, "use a multiple of 64, e.g. 256")
         if self.bits % 64:
@@ -425,10 +441,14 @@ class VectorConfig:
     def far_point(self) -> float:
         if self.far is not None:
             return float(self.far)
-        return 0.0 if self.metric == "cosine" else 2.0 * float(self.threshold)
+        if self.metric == "cosine":
+            return 0.0
+        if self.metric == "weighted_jaccard":
+            return 0.5 * float(self.threshold)
+        return 2.0 * float(self.threshold)
 
     def _width_for(self, planned: int) -> float | None:
-        if self.metric == "cosine":
+        if self.metric in SIMILARITIES:
             return None
         if self.width is not None:
             return float(self.width)
@@ -487,12 +507,16 @@ class VectorConfig:
             self.planned_items is not None
             and self.far is not None
             and (self.hamming_radius is not None or self.bands is not None)
-            and (self.metric == "cosine" or self.width is not None)
+            and (self.metric in SIMILARITIES or self.width is not None)
         )
 
     @property
     def scheme(self) -> str:
-        return "hyperplane-v1" if self.metric == "cosine" else f"pstable-{self.metric}-v1"
+        if self.metric == "cosine":
+            return "hyperplane-v1"
+        if self.metric == "weighted_jaccard":
+            return "icws-v1"
+        return f"pstable-{self.metric}-v1"
 
     def predicted_recall(self) -> float:
         """Candidate probability of a pair exactly at the threshold (resolved layout).
@@ -665,3 +689,48 @@ class PStableHasher:
             z = (A[s : s + chunk].astype(np.float64) @ self.proj.T + self.shift) / self.width
             out[s : s + chunk] = np.floor(z).astype(np.int64)
         return VectorSignatures(out.view(np.uint64), "codes", self.hashes, self.fingerprint)
+
+
+class ICWSHasher:
+    """Consistent weighted sampling (Ioffe's improved CWS) for weighted bags: ``hashes``
+    codes per bag; two bags share a code with probability equal to their weighted
+    Jaccard similarity Σ min / Σ max (weights must be >= 0; zero weights are absent).
+
+    Feature hashes must come from a keyed hash when the features are untrusted
+    (:func:`neardup.weighted_bags` with ``key``).
+
+    >>> from neardup import weighted_bags
+    >>> b = weighted_bags([{"a": 2.0, "b": 1.0}, {"a": 2.0, "b": 1.0}, {"c": 1.0}])
+    >>> s = ICWSHasher(hashes=64, seed=1).signatures(b.tokens, b.weights, b.indptr).data
+    >>> bool((s[0] == s[1]).all()), bool((s[0] == s[2]).any())
+    (True, False)
+    """
+
+    def __init__(self, *, hashes: int, seed: int = 42) -> None:
+        _check_pos_int("hashes", hashes, 1, _MAX_BITS, "use bands * rows")
+        _check_pos_int("seed", seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
+        self.hashes = hashes
+        self.seed = seed
+        self.fingerprint = fingerprint({"scheme": "icws-v1", "hashes": hashes, "seed": seed})
+
+    def signatures(
+        self,
+        tokens: npt.NDArray[np.uint64],
+        weights: npt.NDArray[np.float64],
+        indptr: npt.NDArray[np.int64],
+    ) -> VectorSignatures:
+        if weights.size and float(weights.min()) < 0:
+            raise InvalidConfig(
+                "weights", float(weights.min()), "weighted Jaccard needs weights >= 0",
+                "use metric='cosine' for signed weights",
+            )
+        n = indptr.shape[0] - 1
+        out = np.empty((n, self.hashes), dtype=np.uint64)
+        seed = int.from_bytes(
+            hashlib.blake2b(
+                f"{self.seed}".encode(), digest_size=8, person=b"neardup-icws"
+            ).digest(),
+            "little",
+        )
+        V.icws_codes(tokens, weights, indptr, self.hashes, np.uint64(seed), out)
+        return VectorSignatures(out, "codes", self.hashes, self.fingerprint)

@@ -130,6 +130,12 @@ class _Rows:
                     "drop the record or give it a nonzero feature",
                 )
                 return False
+            if self.metric == "weighted_jaccard" and float(w.min()) < 0:
+                self.reject(
+                    path, line, "has a negative weight (weighted Jaccard needs weights >= 0)",
+                    "use --metric cosine for signed weights",
+                )
+                return False
             self.bags.append(bag)
             return True
         try:

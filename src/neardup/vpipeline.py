@@ -41,7 +41,9 @@ from .hamming import BitBands, code_band_keys
 from .hashing import HashKey
 from .vectors import (
     METRIC_CODES,
+    SIMILARITIES,
     HyperplaneHasher,
+    ICWSHasher,
     PStableHasher,
     VectorConfig,
     VectorSignatures,
@@ -233,6 +235,11 @@ def _check_dense(X: npt.ArrayLike, metric: str) -> tuple[npt.NDArray[Any], npt.N
 def _signatures(
     cfg: VectorConfig, dim: int, A: npt.NDArray[Any] | None, bags: SparseBags | None
 ) -> VectorSignatures:
+    if cfg.metric == "weighted_jaccard":
+        if bags is None:  # pragma: no cover - refused by the caller
+            raise InvalidConfig("vectors", "dense", "weighted Jaccard is for bags", "use bags")
+        icws = ICWSHasher(hashes=(cfg.bands or 1) * (cfg.rows or 1), seed=cfg.seed)
+        return icws.signatures(bags.tokens, bags.weights, bags.indptr)
     if cfg.metric == "cosine":
         h = HyperplaneHasher(dim=dim, bits=cfg.bits, seed=cfg.seed)
         if bags is not None:
@@ -280,9 +287,17 @@ def find_vector_duplicates(
     t0 = time.perf_counter()
     bags = vectors if isinstance(vectors, SparseBags) else None
     if bags is not None:
-        if cfg0.metric != "cosine":
+        if cfg0.metric not in SIMILARITIES:
             raise InvalidConfig(
-                "metric", cfg0.metric, "weighted bags are compared by cosine", "use metric='cosine'"
+                "metric",
+                cfg0.metric,
+                "weighted bags are compared by cosine or weighted Jaccard",
+                "use metric='cosine' or metric='weighted_jaccard'",
+            )
+        if cfg0.metric == "weighted_jaccard" and bags.weights.size and bags.weights.min() < 0:
+            raise InvalidConfig(
+                "weights", float(bags.weights.min()), "weighted Jaccard needs weights >= 0",
+                "use metric='cosine' for signed weights",
             )
         n = len(bags)
         norms = bags.norms()
@@ -290,8 +305,15 @@ def find_vector_duplicates(
             raise ZeroVector(int(np.flatnonzero(norms == 0)[0]), "is an empty or all-zero bag")
         A = np.zeros((1, 1), dtype=np.float64)
         dim = 1
-        metric_code = V.METRIC_SPARSE_COSINE
+        metric_code = (
+            V.METRIC_SPARSE_COSINE if cfg0.metric == "cosine" else V.METRIC_SPARSE_WJACCARD
+        )
     else:
+        if cfg0.metric == "weighted_jaccard":
+            raise InvalidConfig(
+                "metric", cfg0.metric, "is for weighted bags, not dense vectors",
+                "pass weighted_bags(...), or use metric='cosine'/'l1'",
+            )
         A, norms = _check_dense(vectors, cfg0.metric)  # type: ignore[arg-type]
         n, dim = A.shape
         metric_code = METRIC_CODES[cfg0.metric]
@@ -478,6 +500,11 @@ class VectorIndex:
     _live: list[bool] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
+        if self.config.metric == "weighted_jaccard":
+            raise InvalidConfig(
+                "metric", "weighted_jaccard", "VectorIndex holds dense vectors",
+                "use find_vector_duplicates(weighted_bags(...)) for bags",
+            )
         self._cfg = self.config.resolve()
         self._bands = _bands_of(self._cfg)
         if self._cfg.metric == "cosine":
