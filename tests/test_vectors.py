@@ -265,3 +265,31 @@ def test_icws_scale_matters_and_negative_weights_are_refused() -> None:
     assert VectorConfig(metric="weighted_jaccard", threshold=0.8).scheme == "icws-v1"
     with pytest.raises(InvalidConfig, match=r"\(0, 1\]"):
         VectorConfig(metric="weighted_jaccard", threshold=1.5)
+
+
+@given(st.integers(1, 120), st.floats(0.01, 0.99), st.sampled_from([1e-4, 1e-8, 1e-12]))
+def test_binomial_cutoff_is_the_smallest_safe_count(m: int, q: float, miss: float) -> None:
+    from neardup.vectors import binomial_cutoff
+
+    pmf = [math.comb(m, h) * q**h * (1 - q) ** (m - h) for h in range(m + 1)]
+
+    def tail(h: int) -> float:  # P(X > h)
+        return sum(pmf[h + 1 :])
+
+    h = binomial_cutoff(m, q, miss)
+    assert tail(h) <= miss * (1 + 1e-9) + 1e-300
+    if h > 0:
+        assert tail(h - 1) > miss * (1 - 1e-9)
+
+
+def test_resolve_keeps_every_field_it_does_not_fill() -> None:
+    from dataclasses import fields
+
+    cfg = VectorConfig(
+        threshold=0.8, far=0.1, far_budget=3.0, recall_target=0.99, seed=5,
+        max_candidates=7, max_bucket_size=99, prefilter_miss=None, planned_items=500,
+    )
+    r = cfg.resolve()
+    for f in fields(VectorConfig):
+        if getattr(cfg, f.name) is not None and f.name != "bits":
+            assert getattr(r, f.name) == getattr(cfg, f.name), f.name

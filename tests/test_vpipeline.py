@@ -206,3 +206,16 @@ def test_weighted_jaccard_bags_against_oracle() -> None:
         find_vector_duplicates(np.ones((3, 2)), cfg)
     with pytest.raises(InvalidConfig, match="dense"):
         VectorIndex(dim=2, config=cfg)
+
+
+@pytest.mark.parametrize(("metric", "t"), [("cosine", 0.9), ("l2", 3.0)])
+def test_prefilter_drops_far_candidates_but_no_verified_pair(metric: str, t: float) -> None:
+    X = _planted(800, 24, 0.2 if metric == "cosine" else 0.3, 9)
+    on = find_vector_duplicates(X, VectorConfig(metric=metric, threshold=t), all_edges=True)  # type: ignore[arg-type]
+    off = find_vector_duplicates(
+        X, VectorConfig(metric=metric, threshold=t, prefilter_miss=None), all_edges=True  # type: ignore[arg-type]
+    )
+    assert on.pairs() == off.pairs()
+    assert on.stats["prefiltered"] > 0 and off.stats["prefiltered"] == 0
+    assert on.stats["exact_scores"] < off.stats["exact_scores"]
+    assert on.config.fingerprint != off.config.fingerprint

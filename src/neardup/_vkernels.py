@@ -253,17 +253,22 @@ def _agreement(sig, sig_kind, a, b):
 
 @njit(parallel=True, cache=True)
 def sort_bands(keys):
-    """Stable order of every band column (parallel over bands)."""
+    """Stable order of every band column and the column in that order, (bands, n)
+    each (parallel over bands): the join then reads buckets sequentially."""
     n, nb = keys.shape
     orders = np.empty((nb, n), dtype=np.int64)
+    skeys = np.empty((nb, n), dtype=np.uint64)
     for t in prange(nb):
-        orders[t] = argsort_keys(np.ascontiguousarray(keys[:, t]))
-    return orders
+        col = np.ascontiguousarray(keys[:, t])
+        orders[t] = argsort_keys(col)
+        for i in range(n):
+            skeys[t, i] = col[orders[t, i]]
+    return orders, skeys
 
 
 @njit(cache=True)
 def vector_band_join(
-    keys,
+    skeys,
     orders,
     band_lo,
     X,
@@ -279,6 +284,8 @@ def vector_band_join(
     max_bucket,
     mode,
     parent,
+    filter_words,
+    filter_max,
 ):
     """Walk the buckets of bands [band_lo, band_lo + keys.shape[1]) and verify exactly.
 
@@ -289,11 +296,15 @@ def vector_band_join(
     whose ends are already connected (components are unchanged; the kept edges are
     a spanning forest), MODE_ALL_EDGES keeps every pair that verifies, once.
 
+    With ``filter_words`` > 0, a pair whose leading ``filter_words`` signature words
+    (bits) or codes disagree in more than ``filter_max`` places is dropped before
+    scoring (counted in ``filtered``).
+
     Returns (a, b, band, score, agreement, n_checks, n_verified, cap_cut,
-    bucket_cut, skipped).
+    bucket_cut, skipped, filtered).
     """
-    n = keys.shape[0]
-    nb = keys.shape[1]
+    nb = skeys.shape[0]
+    n = skeys.shape[1]
     cap = 1024
     ea = np.empty(cap, dtype=np.int64)
     eb = np.empty(cap, dtype=np.int64)
@@ -306,17 +317,18 @@ def vector_band_join(
     cap_cut = 0
     bucket_cut = 0
     skipped = 0
+    filtered = 0
     is_sim = metric in (METRIC_COSINE, METRIC_SPARSE_COSINE, METRIC_SPARSE_WJACCARD)
     seen = dict()
     seen[np.int64(-1)] = np.int8(0)
     for t in range(nb):
-        col = keys[:, t]
+        col = skeys[t]
         order = orders[t]
         start = 0
         while start < n:
             stop = start + 1
-            kv = col[order[start]]
-            while stop < n and col[order[stop]] == kv:
+            kv = col[start]
+            while stop < n and col[stop] == kv:
                 stop += 1
             last = stop
             if last - start > max_bucket:
@@ -340,6 +352,22 @@ def vector_band_join(
                     if mode == MODE_ALL_EDGES and pk in seen:
                         continue
                     n_checks += 1
+                    if filter_words > 0:
+                        # The leading signature words are a sketch: a pair that
+                        # differs in more than filter_max of their bits is below the
+                        # threshold except with the (tiny, stated) tail probability
+                        # the caller chose.  One cache line instead of a whole vector.
+                        h = 0
+                        if sig_kind == SIG_BITS:
+                            for w in range(filter_words):
+                                h += popcount64(sig[a, w] ^ sig[b, w])
+                        else:
+                            for w in range(filter_words):
+                                if sig[a, w] != sig[b, w]:
+                                    h += 1
+                        if h > filter_max:
+                            filtered += 1
+                            continue
                     n_ver += 1
                     s = score_pair(X, tok, wts, indptr, norms, metric, a, b)
                     ok = s >= threshold if is_sim else s <= threshold
@@ -372,4 +400,5 @@ def vector_band_join(
         cap_cut,
         bucket_cut,
         skipped,
+        filtered,
     )

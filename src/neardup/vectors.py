@@ -156,6 +156,30 @@ def pstable_collision(distance: float, width: float, *, p: int = 2) -> float:
     raise InvalidConfig("p", p, "only l1 and l2 have p-stable families here", "use p=1 or p=2")
 
 
+def binomial_cutoff(m: int, q: float, miss: float) -> int:
+    """Smallest h with P(Binomial(m, q) > h) <= miss: of m independent hashes that
+    each disagree with probability q, more than h disagree at most that often.
+
+    >>> binomial_cutoff(256, 0.5, 1e-12) > 128
+    True
+    """
+    if q <= 0.0:
+        return 0
+    if q >= 1.0:
+        return m
+    lq, lp = math.log(q), math.log1p(-q)
+    logs = [
+        math.lgamma(m + 1) - math.lgamma(h + 1) - math.lgamma(m - h + 1) + h * lq + (m - h) * lp
+        for h in range(m + 1)
+    ]
+    tail = 0.0
+    for h in range(m, -1, -1):  # tail = P(X > h - 1) after adding term h
+        if tail + math.exp(logs[h]) > miss:
+            return h
+        tail += math.exp(logs[h])
+    return 0
+
+
 def _collisions(
     metric: str, threshold: float, far: float, width: float | None
 ) -> tuple[float, float]:
@@ -341,6 +365,13 @@ class VectorConfig:
             mode the signature is bands × rows bits rounded up to 64.
         seed: selects the hyperplanes/projections (a pure function of scheme and seed).
         max_candidates, max_bucket_size: as for MinHash; cuts are counted.
+        prefilter_miss: before the exact score, a candidate's leading 256
+            signature bits (or 64 codes) are compared; the pair is dropped when they
+            disagree so much that a pair at the threshold would do so with
+            probability <= prefilter_miss (a binomial tail, computed exactly).  It
+            saves reading two whole vectors for most far candidates; recall at
+            the threshold drops by at most this much (it is included in
+            :meth:`predicted_recall`).  None scores every candidate.
     """
 
     metric: VectorMetric = "cosine"
@@ -357,6 +388,7 @@ class VectorConfig:
     seed: int = 42
     max_candidates: int = 64
     max_bucket_size: int = 10_000
+    prefilter_miss: float | None = 1e-12
 
     def __post_init__(self) -> None:
         if self.metric not in METRICS:
@@ -404,6 +436,12 @@ class VectorConfig:
         _check_pos_int("seed", self.seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
         _check_pos_int("max_candidates", self.max_candidates, 1, 1 << 30, "use e.g. 64")
         _check_pos_int("max_bucket_size", self.max_bucket_size, 2, 1 << 40, "use e.g. 10000")
+        if self.prefilter_miss is not None:
+            pm = self.prefilter_miss
+            if isinstance(pm, bool) or not isinstance(pm, int | float) or not 0 < pm < 1e-3:
+                raise InvalidConfig(
+                    "prefilter_miss", pm, "must be in (0, 1e-3) or None", "use e.g. 1e-12"
+                )
         if self.hamming_radius is not None:
             if self.metric != "cosine":
                 raise InvalidConfig(
@@ -499,6 +537,7 @@ class VectorConfig:
             seed=self.seed,
             max_candidates=self.max_candidates,
             max_bucket_size=self.max_bucket_size,
+            prefilter_miss=self.prefilter_miss,
         )
 
     @property
@@ -535,7 +574,25 @@ class VectorConfig:
         p_near, _ = _collisions(cfg.metric, float(cfg.threshold), cfg.far_point, cfg.width)
         if cfg.bands is None or cfg.rows is None:  # pragma: no cover - resolved above
             return 0.0
-        return candidate_probability(p_near, cfg.bands, cfg.rows)
+        keep = 1.0 - (cfg.prefilter_miss or 0.0)
+        return candidate_probability(p_near, cfg.bands, cfg.rows) * keep
+
+    def prefilter(self) -> tuple[int, int]:
+        """(words, max disagreements) of the sketch prefilter, (0, 0) when off.
+
+        Words are 64-bit signature words (cosine: 64 bits each) or codes (p-stable,
+        ICWS: one hash each) at the start of the signature."""
+        cfg = self if self.is_resolved else self.resolve()
+        if cfg.prefilter_miss is None:
+            return 0, 0
+        p_near, _ = _collisions(cfg.metric, float(cfg.threshold), cfg.far_point, cfg.width)
+        if cfg.metric == "cosine":
+            words = min(4, cfg.bits // 64)
+            m = 64 * words
+        else:
+            words = min(64, (cfg.bands or 1) * (cfg.rows or 1))
+            m = words
+        return words, binomial_cutoff(m, 1.0 - p_near, float(cfg.prefilter_miss))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -331,6 +331,8 @@ def find_vector_duplicates(
     sig_kind = V.SIG_BITS if sigs.kind == "bits" else V.SIG_CODES
     mode = V.MODE_ALL_EDGES if all_edges else V.MODE_FOREST
     seed = _band_seed(cfg)
+    fwords, fmax = cfg.prefilter()
+    filtered = 0
     parts: list[tuple[Any, ...]] = []
     checks = cap_cut = bucket_cut = skipped = 0
     t_keys = t_join = 0.0
@@ -341,10 +343,11 @@ def find_vector_duplicates(
             keys = bit_bands.keys(sigs.data, seed=seed, band_lo=lo, band_hi=hi)
         else:
             keys = code_band_keys(sigs.data, rows=cfg.rows or 1, seed=seed, band_lo=lo, band_hi=hi)
-        orders = V.sort_bands(keys)
+        orders, skeys = V.sort_bands(keys)
+        del keys
         tj = time.perf_counter()
         out = V.vector_band_join(
-            keys,
+            skeys,
             orders,
             lo,
             A,
@@ -360,6 +363,8 @@ def find_vector_duplicates(
             cfg.max_bucket_size,
             mode,
             parent,
+            fwords,
+            fmax,
         )
         t_keys += tj - tk
         t_join += time.perf_counter() - tj
@@ -368,6 +373,7 @@ def find_vector_duplicates(
         cap_cut += int(out[7])
         bucket_cut += int(out[8])
         skipped += int(out[9])
+        filtered += int(out[10])
     t_clu = time.perf_counter()
     edges: list[VectorEdge] = []
     bits = sigs.width
@@ -393,6 +399,8 @@ def find_vector_duplicates(
         "candidate_checks": checks,
         "verified_edges": len(edges),
         "skipped_connected": skipped,
+        "prefiltered": filtered,
+        "exact_scores": checks - filtered,
         "candidate_cap_cut": cap_cut,
         "bucket_overflow": bucket_cut,
         "clusters": len(clusters),
