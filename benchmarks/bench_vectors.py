@@ -162,7 +162,10 @@ def _verify(
     a = np.concatenate(cand_a) if cand_a else np.zeros(0, dtype=np.int64)
     b = np.concatenate(cand_b) if cand_b else np.zeros(0, dtype=np.int64)
     tv = time.perf_counter()
-    keep = neardup.vector_scores(X, a, b, metric="cosine") >= t
+    # Only the rows involved are passed, so the cost is proportional to the pairs
+    # (and scales with the number of queries), not to the corpus.
+    rows, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
+    keep = neardup.vector_scores(X[rows], inv[: len(a)], inv[len(a) :], metric="cosine") >= t
     return a[keep], b[keep], time.perf_counter() - tv
 
 
