@@ -19,10 +19,21 @@ from ._errors import (
     SchemeMismatch,
     ZeroVector,
 )
+from .audit import run_audit, run_split
 from .cluster import Cluster, Edge, build_clusters
 from .config import Config, ShingleSpec
 from .evaluate import evaluate
 from .explain import Explanation, shared_spans
+from .families import (
+    Decision,
+    Family,
+    FamilyEdge,
+    FamilyResult,
+    Provenance,
+    build_families,
+    cross_split_leakage,
+    family_split,
+)
 from .hamming import BitBands, HammingIndex
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
 from .job import run_dedup
@@ -87,6 +98,7 @@ __all__ = [
     "Cluster",
     "Config",
     "CorruptFile",
+    "Decision",
     "DedupIndex",
     "DedupResult",
     "Deduplicator",
@@ -94,6 +106,9 @@ __all__ = [
     "Edge",
     "EmptyDocument",
     "Explanation",
+    "Family",
+    "FamilyEdge",
+    "FamilyResult",
     "HammingIndex",
     "HashKey",
     "HyperplaneHasher",
@@ -113,6 +128,7 @@ __all__ = [
     "Normalizer",
     "PStableHasher",
     "PairScores",
+    "Provenance",
     "SchemeDescriptor",
     "SchemeMismatch",
     "ShingleSets",
@@ -132,12 +148,15 @@ __all__ = [
     "allpairs_join",
     "brute_force_pairs",
     "build_clusters",
+    "build_families",
     "candidate_pairs",
     "candidate_probability",
     "cosine_from_hamming",
+    "cross_split_leakage",
     "dedup_records",
     "default_layout",
     "evaluate",
+    "family_split",
     "filter_dataset",
     "find_duplicates",
     "find_vector_duplicates",
@@ -151,7 +170,9 @@ __all__ = [
     "pick_width",
     "plant_near_duplicates",
     "pstable_collision",
+    "run_audit",
     "run_dedup",
+    "run_split",
     "shared_spans",
     "shingles",
     "stdlib_paragraphs",

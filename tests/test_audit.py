@@ -1,0 +1,89 @@
+"""Integration: ``neardup audit`` and ``neardup split`` through the real executable."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from neardup import synthetic_documents
+
+EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXE, *args], capture_output=True, text=True)
+
+
+def _write(path: Path, leak: bool) -> Path:
+    docs = synthetic_documents(40, seed=5, words=30)
+    with path.open("w") as fh:
+        for i, d in enumerate(docs):
+            fh.write(json.dumps({"id": f"d{i}", "text": d, "split": "train",
+                                 "src": "web" if i % 2 else "forum"}) + "\n")
+        for i in range(5):  # revisions of d0..d4 (one word edited)
+            w = docs[i].split()
+            w[3] = "changed"
+            split = "test" if leak else "train"
+            fh.write(json.dumps({"id": f"r{i}", "text": " ".join(w), "split": split,
+                                 "src": "web"}) + "\n")
+        lone = {"id": "t0", "text": "an unrelated test item about tea", "split": "test"}
+        fh.write(json.dumps(lone) + "\n")
+    return path
+
+
+def test_audit_reports_leakage_and_gates_on_it(tmp_path: Path) -> None:
+    data = _write(tmp_path / "leak.jsonl", leak=True)
+    out = tmp_path / "audit"
+    args = ["audit", str(data), "--id-field", "id", "--split-field", "split",
+            "--source-field", "src", "--shingle", "word:3", "--threshold", "0.7"]
+    proc = _run(*args, "-o", str(out), "--fail-on-leakage")
+    assert proc.returncode == 6, proc.stderr
+    assert "leakage" in proc.stderr
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["leakage"]["pairs"] == {"test->train": 5, "train->test": 5}
+    assert audit["leakage"]["by"]["source"] == {"forum": 3, "web": 7}
+    fams = [json.loads(x) for x in (out / "families.jsonl").read_text().splitlines()]
+    assert len(fams) == 5 and all(f["size"] == 2 for f in fams)
+    edge = fams[0]["edges"][0]
+    assert edge["kind"] == "near" and edge["score"] >= 0.7 and edge["spans_a"]
+    html = (out / "report.html").read_text()
+    assert "Cross-split leakage" in html and "http" not in html
+    # without the flag the same leak is reported, not fatal
+    assert _run(*args).returncode == 0
+    clean = _write(tmp_path / "clean.jsonl", leak=False)
+    proc = _run("audit", str(clean), "--id-field", "id", "--split-field", "split",
+                "--shingle", "word:3", "--threshold", "0.7", "--fail-on-leakage")
+    assert proc.returncode == 0 and "leaking records 0" in proc.stdout
+
+
+def test_split_keeps_families_whole_and_honours_decisions(tmp_path: Path) -> None:
+    data = _write(tmp_path / "d.jsonl", leak=True)
+    out = tmp_path / "split"
+    proc = _run("split", str(data), "--id-field", "id", "--ratios", "train=0.7,test=0.3",
+                "--seed", "11", "--shingle", "word:3", "--threshold", "0.7", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    where = {}
+    for name in ("train", "test"):
+        for line in (out / f"{name}.jsonl").read_text().splitlines():
+            where[json.loads(line)["id"]] = name
+    assert len(where) == 46
+    for i in range(5):
+        assert where[f"d{i}"] == where[f"r{i}"]
+    rep = json.loads((out / "split.json").read_text())
+    assert abs(rep["achieved"]["test"] - 0.3) < 0.05
+    again = tmp_path / "split2"
+    _run("split", str(data), "--id-field", "id", "--ratios", "train=0.7,test=0.3", "--seed",
+         "11", "--shingle", "word:3", "--threshold", "0.7", "-o", str(again))
+    assert (again / "train.jsonl").read_bytes() == (out / "train.jsonl").read_bytes()
+    decisions = tmp_path / "dec.jsonl"
+    decisions.write_text("\n".join(
+        json.dumps({"a": f"d{i}", "b": f"r{i}", "decision": "split"}) for i in range(5)) + "\n")
+    proc = _run("audit", str(data), "--id-field", "id", "--split-field", "split",
+                "--shingle", "word:3", "--threshold", "0.7", "--decisions", str(decisions),
+                "--fail-on-leakage")
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # reviewers cut every leak
+    bad = _run("split", str(data), "--ratios", "train=x", "-o", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "fix:" in bad.stderr
