@@ -87,3 +87,32 @@ def test_split_keeps_families_whole_and_honours_decisions(tmp_path: Path) -> Non
     assert proc.returncode == 0, proc.stdout + proc.stderr  # reviewers cut every leak
     bad = _run("split", str(data), "--ratios", "train=x", "-o", str(tmp_path / "x"))
     assert bad.returncode == 2 and "fix:" in bad.stderr
+
+
+def test_audit_csv_lineage_and_ignore_boilerplate(tmp_path: Path) -> None:
+    import csv
+
+    footer = " ".join(f"legal{i}" for i in range(40))
+    rows = [{"id": f"k{i}", "text": f"ticket {i} printer jam on floor {i} " + footer,
+             "origin": f"o{i}", "split": "train" if i < 15 else "test"} for i in range(30)]
+    rows.append({"id": "rev", "text": "a rewrite sharing no words", "origin": "o0",
+                 "split": "test"})
+    path = tmp_path / "t.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=["id", "text", "origin", "split"])
+        w.writeheader()
+        w.writerows(rows)
+    base = ["audit", str(path), "--id-field", "id", "--split-field", "split",
+            "--shingle", "word:3", "--threshold", "0.6"]
+    plain = _run(*base, "-o", str(tmp_path / "a"))
+    assert plain.returncode == 0, plain.stderr
+    a = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert a["edges_depending_on_boilerplate"] > 0 and a["leakage"]["leaking_records"] > 0
+    ign = _run(*base, "-o", str(tmp_path / "b"), "--ignore-boilerplate", "--fail-on-leakage")
+    b = json.loads((tmp_path / "b" / "audit.json").read_text())
+    assert b["dropped_by_boilerplate"] > 0 and b["families"] == 0
+    assert ign.returncode == 0
+    lin = _run(*base, "-o", str(tmp_path / "c"), "--origin-field", "origin", "--fail-on-leakage")
+    c = json.loads((tmp_path / "c" / "audit.json").read_text())
+    assert lin.returncode == 6  # k0 (train) and its rewrite (test) share an origin
+    assert c["edges"] == {"lineage": 1} and c["overridden_by_lineage"] > 0

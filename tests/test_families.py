@@ -187,3 +187,14 @@ def test_stratified_split_balances_each_value() -> None:
     de_test = sum(1 for i in range(150, 200) if out[i] == "test")
     en_test = sum(1 for i in range(150) if out[i] == "test")
     assert de_test == 10 and en_test == 30 and rep["stratified"]
+
+
+def test_exact_duplicates_are_exact_edges_and_empty_overlaps_nothing() -> None:
+    from neardup import shared_spans
+
+    texts = ["Same words here, all of them.", "same   words here, ALL of them.", "", ""]
+    fam = build_families(texts, config=Config(threshold=0.8, shingle=ShingleSpec(kind="word", k=2)))
+    (f,) = fam.families
+    assert f.members == (0, 1) and f.edges[0].kind == "exact" and f.edges[0].score == 1.0
+    ex = shared_spans(texts[0], texts[2], ShingleSpec(kind="word", k=2))
+    assert ex.shared == 0  # an empty text has overlap 0 with anything
