@@ -116,3 +116,35 @@ def test_audit_csv_lineage_and_ignore_boilerplate(tmp_path: Path) -> None:
     c = json.loads((tmp_path / "c" / "audit.json").read_text())
     assert lin.returncode == 6  # k0 (train) and its rewrite (test) share an origin
     assert c["edges"] == {"lineage": 1} and c["overridden_by_lineage"] > 0
+
+
+def test_audit_and_split_read_parquet_provenance(tmp_path: Path) -> None:
+    import pytest
+
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    docs = synthetic_documents(20, seed=9, words=30)
+    texts = [*docs, docs[0] + " extra", docs[1]]
+    table = pa.table({
+        "id": [f"p{i}" for i in range(len(texts))],
+        "body": texts,
+        "part": ["train"] * 20 + ["test", "test"],
+        "lang": ["en"] * 22,
+    })
+    pq.write_table(table, tmp_path / "d.parquet")
+    proc = _run("audit", str(tmp_path / "d.parquet"), "--text-field", "body", "--id-field", "id",
+                "--split-field", "part", "--language-field", "lang", "--shingle", "word:3",
+                "-o", str(tmp_path / "a"), "--fail-on-leakage")
+    assert proc.returncode == 6
+    a = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert a["exact_duplicates"] == 1 and a["leakage"]["by"]["language"] == {"en": 4}
+    assert a["near_duplicate_candidates"] >= 1
+    out = tmp_path / "s"
+    assert _run("split", str(tmp_path / "d.parquet"), "--text-field", "body", "--id-field", "id",
+                "--ratios", "train=0.5,test=0.5", "--shingle", "word:3", "-o",
+                str(out)).returncode == 0
+    where = {}
+    for name in ("train", "test"):
+        for i in pq.read_table(out / f"{name}.parquet").column("id").to_pylist():
+            where[i] = name
+    assert where["p0"] == where["p20"] and where["p1"] == where["p21"] and len(where) == 22

@@ -260,6 +260,8 @@ def _audit_html(
     ]
     rows = [
         ("exact duplicates", a["exact_duplicates"]),
+        ("near-duplicate candidates", a["near_duplicate_candidates"]),
+        ("verified pairs", a["verified_pairs"]),
         ("near edges kept", a["near_edges"]),
         ("edges by kind", ", ".join(f"{k} {v}" for k, v in a["edges"].items())),
         ("edges that depend on boilerplate", a["edges_depending_on_boilerplate"]),

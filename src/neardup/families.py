@@ -445,6 +445,8 @@ def build_families(
         "largest_family": max((len(f) for f in families), default=0),
         "edges": {k: kinds[k] for k in sorted(kinds)},
         "exact_duplicates": int(res.stats.get("exact_duplicates", 0)),
+        "near_duplicate_candidates": int(res.stats.get("candidate_pairs", 0)),
+        "verified_pairs": int(res.stats.get("verified_pairs", 0)),
         "near_edges": sum(1 for e in kept_edges if e.kind == "near"),
         "edges_depending_on_boilerplate": depended,
         "dropped_by_boilerplate": len(dropped),
