@@ -198,3 +198,15 @@ def test_exact_duplicates_are_exact_edges_and_empty_overlaps_nothing() -> None:
     assert f.members == (0, 1) and f.edges[0].kind == "exact" and f.edges[0].score == 1.0
     ex = shared_spans(texts[0], texts[2], ShingleSpec(kind="word", k=2))
     assert ex.shared == 0  # an empty text has overlap 0 with anything
+
+
+def test_revision_chain_follows_natural_revision_order() -> None:
+    texts = [f"revision text number {i} " + "x" * i for i in range(12)]
+    order = [0, 10, 2, 1, 11, 3, 4, 5, 6, 7, 8, 9]
+    prov = [Provenance(origin_id="o", revision_id=f"r{order[i]}") for i in range(12)]
+    fam = build_families(texts, prov, config=WORD3)
+    (f,) = fam.families
+    chain = [(prov[e.a].revision_id, prov[e.b].revision_id) for e in f.edges]
+    assert len(chain) == 11
+    assert ("r1", "r2") in {tuple(sorted(c, key=lambda r: int(r[1:]))) for c in chain}
+    assert not any({"r1", "r10"} == set(c) for c in chain)

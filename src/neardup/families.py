@@ -265,6 +265,16 @@ def _jaccard_without(
     return float(inter / union) if union else 0.0
 
 
+def _natural(value: str | None) -> tuple[tuple[int, int | str], ...]:
+    """Sort key reading digit runs as numbers ("r2" before "r10")."""
+    if value is None:
+        return ()
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part)
+        for part in re.findall(r"\d+|\D+", value)
+    )
+
+
 def _lineage_edges(prov: Sequence[Provenance]) -> list[FamilyEdge]:
     by_origin: dict[str, list[int]] = defaultdict(list)
     for i, p in enumerate(prov):
@@ -273,7 +283,8 @@ def _lineage_edges(prov: Sequence[Provenance]) -> list[FamilyEdge]:
     out = []
     for origin, members in sorted(by_origin.items()):
         chain = sorted(
-            members, key=lambda i: (prov[i].revision_id or "", prov[i].captured_at or "", i)
+            members,
+            key=lambda i: (_natural(prov[i].revision_id), prov[i].captured_at or "", i),
         )
         for x, y in itertools.pairwise(chain):
             a, b = min(x, y), max(x, y)
