@@ -29,3 +29,21 @@ def test_shared_spans_point_at_the_original_text() -> None:
     assert [a[s:e] for s, e in ex.spans_a] == ["Red  FOX runs"]
     assert [b[s:e] for s, e in ex.spans_b] == ["red fox runs"]
     assert (ex.shared, ex.total) == (2, 3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab cA\u00e9\ufb01 ", max_size=40), min_size=2, max_size=6),
+    st.data(),
+)
+def test_spans_for_pairs_equals_shared_spans(texts: list[str], data: st.DataObject) -> None:
+    from neardup.explain import spans_for_pairs
+
+    n = len(texts)
+    pairs = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
+                               max_size=8))
+    for spec in (ShingleSpec(kind="word", k=2), ShingleSpec(kind="char", k=3)):
+        got = spans_for_pairs(texts, pairs, spec)
+        for (a, b), (sa, sb) in zip(pairs, got, strict=True):
+            ex = shared_spans(texts[a], texts[b], spec)
+            assert (sa, sb) == (ex.spans_a, ex.spans_b)

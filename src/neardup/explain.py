@@ -16,12 +16,13 @@ Example:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .config import ShingleSpec
 from .normalize import NormalizedText, get_normalizer
 
-__all__ = ["Explanation", "shared_shingles", "shared_spans"]
+__all__ = ["Explanation", "shared_shingles", "shared_spans", "spans_for_pairs"]
 
 _WORD = re.compile(r"\w+")
 
@@ -105,6 +106,50 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
             out[-1] = (out[-1][0], max(out[-1][1], e))
         else:
             out.append((s, e))
+    return out
+
+
+def spans_for_pairs(
+    texts: Sequence[str],
+    pairs: Sequence[tuple[int, int]],
+    spec: ShingleSpec,
+    *,
+    normalizer: str = "nfkc-casefold",
+) -> list[tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """``(spans_a, spans_b)`` of :func:`shared_spans` for many pairs of ``texts``,
+    normalizing and shingling each document once (identical results).
+
+    >>> from neardup import ShingleSpec
+    >>> spans_for_pairs(["a b c", "x a b"], [(0, 1)], ShingleSpec(kind="word", k=2))
+    [([(0, 3)], [(2, 5)])]
+    """
+    norm = get_normalizer(normalizer)
+    char_spec = (
+        spec
+        if spec.kind != "byte"
+        else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
+    )
+    cache: dict[int, tuple[NormalizedText, list[tuple[str, int, int]], set[str]]] = {}
+
+    def get(i: int) -> tuple[NormalizedText, list[tuple[str, int, int]], set[str]]:
+        hit = cache.get(i)
+        if hit is None:
+            nt = norm.with_offsets(texts[i])
+            pos = _positioned(nt, char_spec)
+            hit = cache[i] = (nt, pos, {x[0] for x in pos})
+        return hit
+
+    out = []
+    for a, b in pairs:
+        na, pa, sa = get(a)
+        nb, pb, sb = get(b)
+        common = sa & sb
+        out.append(
+            (
+                _merge([na.original_span(s, e) for sh, s, e in pa if sh in common]),
+                _merge([nb.original_span(s, e) for sh, s, e in pb if sh in common]),
+            )
+        )
     return out
 
 

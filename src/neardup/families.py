@@ -60,7 +60,7 @@ import numpy.typing as npt
 from ._errors import InputError, InvalidConfig
 from .cluster import UnionFind
 from .config import Config
-from .explain import shared_spans
+from .explain import spans_for_pairs
 from .hashing import HashKey
 from .pipeline import find_duplicates
 
@@ -355,6 +355,18 @@ def build_families(
         review[(min(x, y), max(x, y))] = d.decision
 
     t = float(cfg.threshold)
+    near_pairs = [
+        (e.a, e.b)
+        for e in res.edges
+        if e.method != "identical" and spans and len(texts[e.a]) + len(texts[e.b]) < 400_000
+    ]
+    span_of = dict(
+        zip(
+            near_pairs,
+            spans_for_pairs(texts, near_pairs, cfg.shingle, normalizer=cfg.normalizer),
+            strict=True,
+        )
+    )
     kept_edges: list[FamilyEdge] = []
     overridden: list[FamilyEdge] = []
     dropped: list[FamilyEdge] = []
@@ -369,9 +381,9 @@ def build_families(
         wob = None
         if kind == "near":
             wob = _jaccard_without(sets.data, sets.indptr, a, b, hot)
-            if spans and len(texts[a]) + len(texts[b]) < 400_000:
-                ex = shared_spans(texts[a], texts[b], cfg.shingle, normalizer=cfg.normalizer)
-                sp_a, sp_b = tuple(ex.spans_a), tuple(ex.spans_b)
+            if (a, b) in span_of:
+                got_a, got_b = span_of[(a, b)]
+                sp_a, sp_b = tuple(got_a), tuple(got_b)
             flags = _review_flags(texts[a], texts[b], sp_a)
         fe = FamilyEdge(
             a=a,
