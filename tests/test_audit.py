@@ -148,3 +148,16 @@ def test_audit_and_split_read_parquet_provenance(tmp_path: Path) -> None:
         for i in pq.read_table(out / f"{name}.parquet").column("id").to_pylist():
             where[i] = name
     assert where["p0"] == where["p20"] and where["p1"] == where["p21"] and len(where) == 22
+
+
+def test_split_seed_changes_the_draw_not_the_families(tmp_path: Path) -> None:
+    data = _write(tmp_path / "d.jsonl", leak=True)
+    reps = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"s{seed}"
+        assert _run("split", str(data), "--id-field", "id", "--ratios", "train=0.5,test=0.5",
+                    "--seed", seed, "--shingle", "word:3", "--threshold", "0.7",
+                    "-o", str(out)).returncode == 0
+        reps.append(json.loads((out / "split.json").read_text()))
+    assert reps[0]["config_fingerprint"] == reps[1]["config_fingerprint"]
+    assert reps[0]["families"] == reps[1]["families"]

@@ -845,17 +845,23 @@ def split(
 
     Example: neardup split data.jsonl --ratios train=0.8,valid=0.1,test=0.1 --seed 7 -o out/
     """
+    import dataclasses
+
     from .audit import parse_ratios, run_split
 
     quiet = opts.pop("quiet")
     fields = _fields(opts)
     with _errors():
         cfg = _config(opts)
+        split_seed = cfg.seed
+        # --seed draws the assignment; the families must not depend on it, so the
+        # hash functions keep their default seed.
+        cfg = dataclasses.replace(cfg, seed=Config().seed)
         rep = run_split(
             list(inputs),
             output,
             ratios=parse_ratios(ratios),
-            seed=cfg.seed,
+            seed=split_seed,
             fields=fields,
             stratify_field=stratify_field,
             config=cfg,
