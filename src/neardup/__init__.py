@@ -7,20 +7,28 @@ private.  See the README for a tour and each stage module for its guarantees.
 from __future__ import annotations
 
 from ._errors import (
+    Conflict,
     CorruptFile,
     DocumentTooLarge,
     EmptyDocument,
+    Forbidden,
     InputError,
     InvalidConfig,
+    LimitExceeded,
     MemoryLimitExceeded,
     NeardupError,
     NeardupIOError,
     NoFeasibleParameters,
+    NotFound,
     SchemeMismatch,
+    ServiceError,
+    Unauthorized,
     ZeroVector,
 )
 from .audit import run_audit, run_split
+from .auth import Keyring, Principal
 from .cluster import Cluster, Edge, build_clusters
+from .cmdlog import CommandLog
 from .config import Config, ShingleSpec
 from .evaluate import evaluate
 from .explain import Explanation, shared_spans
@@ -49,6 +57,7 @@ from .lsh import (
 )
 from .minhash import BBitSignatures, MinHasher, Signature, SignatureSet
 from .normalize import NormalizedText, Normalizer, get_normalizer
+from .online import BandIndex
 from .oracle import allpairs_join, brute_force_pairs
 from .pipeline import (
     DedupIndex,
@@ -58,8 +67,10 @@ from .pipeline import (
     find_duplicates,
 )
 from .screen import BloomFilter
+from .service import Service, ServiceConfig
 from .stream import dedup_records, filter_dataset, unique_records
 from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
+from .tenant import Tenant, TenantConfig
 from .vectors import (
     HyperplaneHasher,
     ICWSHasher,
@@ -92,11 +103,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BBitSignatures",
+    "BandIndex",
     "BitBands",
     "BloomFilter",
     "CandidatePairs",
     "Cluster",
+    "CommandLog",
     "Config",
+    "Conflict",
     "CorruptFile",
     "Decision",
     "DedupIndex",
@@ -109,15 +123,18 @@ __all__ = [
     "Family",
     "FamilyEdge",
     "FamilyResult",
+    "Forbidden",
     "HammingIndex",
     "HashKey",
     "HyperplaneHasher",
     "ICWSHasher",
     "InputError",
     "InvalidConfig",
+    "Keyring",
     "LSHIndex",
     "LSHStats",
     "Layout",
+    "LimitExceeded",
     "Match",
     "MemoryLimitExceeded",
     "MinHasher",
@@ -126,16 +143,24 @@ __all__ = [
     "NoFeasibleParameters",
     "NormalizedText",
     "Normalizer",
+    "NotFound",
     "PStableHasher",
     "PairScores",
+    "Principal",
     "Provenance",
     "SchemeDescriptor",
     "SchemeMismatch",
+    "Service",
+    "ServiceConfig",
+    "ServiceError",
     "ShingleSets",
     "ShingleSpec",
     "Signature",
     "SignatureSet",
     "SparseBags",
+    "Tenant",
+    "TenantConfig",
+    "Unauthorized",
     "VectorCluster",
     "VectorConfig",
     "VectorDedupResult",

@@ -5,16 +5,22 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "Conflict",
     "CorruptFile",
     "DocumentTooLarge",
     "EmptyDocument",
+    "Forbidden",
     "InputError",
     "InvalidConfig",
+    "LimitExceeded",
     "MemoryLimitExceeded",
     "NeardupError",
     "NeardupIOError",
     "NoFeasibleParameters",
+    "NotFound",
     "SchemeMismatch",
+    "ServiceError",
+    "Unauthorized",
     "ZeroVector",
 ]
 
@@ -139,3 +145,65 @@ class ZeroVector(NeardupError, ValueError):
             f"vector{where} {detail}, so its cosine to anything is undefined; fix: drop it "
             "before deduplicating, or use metric='l2' if magnitude is what matters"
         )
+
+
+class ServiceError(NeardupError):
+    """A request to the service cannot be served as sent.
+
+    ``status`` is the HTTP status the server answers with, ``code`` a stable
+    machine-readable name, ``fix`` what the caller should do instead.
+    """
+
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, reason: str, fix: str) -> None:
+        self.reason = reason
+        self.fix = fix
+        super().__init__(f"{reason}; fix: {fix}")
+
+
+class NotFound(ServiceError):
+    """The tenant, item or snapshot named does not exist (or is tombstoned)."""
+
+    status = 404
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    """The request contradicts stored state: an idempotency key reused with another
+    body, an item id reused for other content, a stale tombstone epoch."""
+
+    status = 409
+    code = "conflict"
+
+
+class Unauthorized(ServiceError):
+    """No valid API key was presented."""
+
+    status = 401
+    code = "unauthorized"
+
+
+class Forbidden(ServiceError):
+    """The API key is valid but its role or tenant scope does not allow the call."""
+
+    status = 403
+    code = "forbidden"
+
+
+class LimitExceeded(ServiceError):
+    """A configured limit was hit before anything was allocated.
+
+    ``status`` is 413 (body too large), 422 (content over a per-item limit) or 429
+    (rate or quota; ``retry_after`` seconds says when to try again).
+    """
+
+    code = "limit_exceeded"
+
+    def __init__(
+        self, reason: str, fix: str, *, status: int = 422, retry_after: float | None = None
+    ) -> None:
+        super().__init__(reason, fix)
+        self.status = status
+        self.retry_after = retry_after

@@ -919,3 +919,125 @@ def eval_cmd(inputs: tuple[str, ...], as_json: bool, **opts: Any) -> None:
             f"{row['bucket']:>13}  {row['pairs']:7d}  {row['found']:7d}  "
             f"{row['recall']:7.4f}  {row['predicted']:9.4f}"
         )
+
+
+def _service_config(opts: dict[str, Any]) -> Any:
+    import os
+
+    from .service import ServiceConfig
+
+    data_dir = os.path.abspath(opts["data_dir"])
+    return ServiceConfig(
+        data_dir=data_dir,
+        master_key_file=opts["master_key_file"] or data_dir.rstrip(os.sep) + ".master.key",
+        keys_file=opts["keys_file"] or data_dir.rstrip(os.sep) + ".keys.json",
+        max_body_bytes=opts.get("max_body_bytes") or 1 << 20,
+        max_candidates=opts.get("max_candidates") or 100,
+        content_roots=tuple(os.path.abspath(r) for r in opts.get("content_root") or ()),
+    )
+
+
+_SERVICE_PATHS = [
+    click.option("--data-dir", required=True, help="Data directory (created if absent)."),
+    click.option(
+        "--master-key-file",
+        default=None,
+        help="Master secret file, outside the data directory [default: DATA_DIR.master.key].",
+    ),
+    click.option(
+        "--keys-file",
+        default=None,
+        help="API key file (hashed keys), outside the data directory "
+        "[default: DATA_DIR.keys.json].",
+    ),
+]
+
+
+def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
+    for deco in reversed(_SERVICE_PATHS):
+        f = deco(f)
+    return f
+
+
+@main.command()
+@_service_paths
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8731, show_default=True, type=int, help="TCP port.")
+@click.option(
+    "--content-root",
+    multiple=True,
+    help="Folder that content_uri (file://) may read from; repeatable. Default: none.",
+)
+@click.option("--max-body-bytes", type=int, default=1 << 20, show_default=True,
+              help="Largest JSON request body.")  # fmt: skip
+@click.option("--max-candidates", type=int, default=100, show_default=True,
+              help="Server cap on candidates per query.")  # fmt: skip
+@click.option(
+    "--operator-tenant",
+    multiple=True,
+    help="On first start, issue an operator key for these tenants (repeatable).",
+)
+@click.option(
+    "--bootstrap-token-file",
+    default=None,
+    help="Write the first-start operator token here (mode 0600) instead of stderr.",
+)
+@click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
+def serve(**opts: Any) -> None:
+    """Run the multi-tenant dedup service (HTTP + JSON) over an embedded store.
+
+    On first start it creates the master secret and an operator API key (printed
+    once, or written to --bootstrap-token-file); nothing else needs to run.
+
+    Example: neardup serve --data-dir ./nd-data --operator-tenant acme --port 8731
+    """
+    import os
+
+    try:
+        import uvicorn
+
+        from .server import create_app
+        from .service import Service
+    except ImportError as exc:
+        click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
+        sys.exit(2)
+    with _errors():
+        cfg = _service_config(opts)
+        if not os.path.exists(cfg.keys_file):
+            svc, token = Service.init(cfg, operator_tenants=list(opts["operator_tenant"]))
+            if opts["bootstrap_token_file"]:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                fd = os.open(opts["bootstrap_token_file"], flags, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(token + "\n")
+            else:
+                click.echo(f"operator API key (shown once): {token}", err=True)
+        else:
+            svc = Service(cfg)
+    app = create_app(svc, close_on_shutdown=True)
+    uvicorn.run(app, host=opts["host"], port=opts["port"], log_level=opts["log_level"])
+
+
+@main.command()
+@_service_paths
+@click.option(
+    "--role",
+    type=click.Choice(["producer", "reviewer", "operator"]),
+    required=True,
+    help="Role of the new key.",
+)
+@click.option("--tenant", "tenants", multiple=True, required=True,
+              help="Tenant the key is scoped to (operators: repeatable).")  # fmt: skip
+def apikey(**opts: Any) -> None:
+    """Issue an API key offline (the server rereads keys at start); prints the token once.
+
+    Example: neardup apikey --data-dir ./nd-data --role producer --tenant acme
+    """
+    from .auth import Keyring
+
+    with _errors():
+        cfg = _service_config(opts)
+        ring = Keyring.load(cfg.keys_file)
+        token = ring.add(opts["role"], list(opts["tenants"]))
+        ring.save(cfg.keys_file)
+    click.echo(token)

@@ -1,0 +1,226 @@
+"""API keys, roles and tenant scopes; the audit log of privileged calls.
+
+An API key is ``nd_<key_id>_<secret>``: the id is public, the 256-bit secret is
+shown once at creation and stored only as its SHA-256 (a slow KDF buys nothing
+for a random 256-bit secret).  Presented secrets are compared in constant time.
+
+Roles:
+
+* ``producer`` — upsert, candidates, verify, decide, tombstone; exactly one tenant.
+* ``reviewer`` — reviewer feedback and reading retained content; exactly one tenant.
+* ``operator`` — tenants, snapshot, restore, compaction, policies; an explicit list
+  of tenants (there is no wildcard: every tenant an operator may touch is named).
+
+Example:
+    >>> ring = Keyring()
+    >>> token = ring.add("producer", ["t1"], key_id="p1")
+    >>> ring.authenticate(f"Bearer {token}").require("producer", "t1").key_id
+    'p1'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._errors import CorruptFile, Forbidden, InvalidConfig, NeardupIOError, Unauthorized
+from .persist import atomic_write
+
+__all__ = ["AuditLog", "Keyring", "Principal", "Role"]
+
+Role = Literal["producer", "reviewer", "operator"]
+_ROLES: tuple[Role, ...] = ("producer", "reviewer", "operator")
+_ID_OK = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+
+#: Which operations each role may call.
+PERMISSIONS: dict[Role, frozenset[str]] = {
+    "producer": frozenset({"upsert", "candidates", "verify", "decide", "tombstone", "read"}),
+    "reviewer": frozenset({"feedback", "read", "content"}),
+    "operator": frozenset(
+        {"tenant", "snapshot", "restore", "compact", "policy", "read", "verify", "stats"}
+    ),
+}
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller."""
+
+    key_id: str
+    role: Role
+    tenants: tuple[str, ...]
+
+    def require(self, op: str, tenant: str) -> Principal:
+        """Raise :class:`Forbidden` unless this caller may do ``op`` on ``tenant``."""
+        if op not in PERMISSIONS[self.role]:
+            raise Forbidden(
+                f"role {self.role!r} of key {self.key_id!r} may not {op!r}",
+                f"use a key with a role allowed to {op!r}",
+            )
+        if tenant not in self.tenants:
+            raise Forbidden(
+                f"key {self.key_id!r} is not scoped to tenant {tenant!r}",
+                "use a key issued for this tenant",
+            )
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    key_id: str
+    digest: str
+    role: Role
+    tenants: tuple[str, ...]
+
+
+class Keyring:
+    """The API keys a server accepts (see the module docstring)."""
+
+    def __init__(self, entries: Iterable[_Entry] = ()) -> None:
+        self._entries: dict[str, _Entry] = {e.key_id: e for e in entries}
+
+    @classmethod
+    def load(cls, path: str) -> Keyring:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except FileNotFoundError:
+            return cls()
+        except OSError as exc:
+            raise NeardupIOError(path, exc) from exc
+        except ValueError as exc:
+            raise CorruptFile(path, f"not a JSON key file ({exc})") from exc
+        if not isinstance(doc, dict) or doc.get("format") != "neardup-keys-v1":
+            raise CorruptFile(path, "not a neardup key file (format must be neardup-keys-v1)")
+        out = []
+        for e in doc.get("keys", []):
+            role = e.get("role")
+            if role not in _ROLES:
+                raise CorruptFile(path, f"key {e.get('key_id')!r} has unknown role {role!r}")
+            out.append(_Entry(str(e["key_id"]), str(e["sha256"]), role, tuple(e["tenants"])))
+        return cls(out)
+
+    def save(self, path: str) -> None:
+        doc: dict[str, Any] = {
+            "format": "neardup-keys-v1",
+            "keys": [
+                {"key_id": e.key_id, "sha256": e.digest, "role": e.role, "tenants": list(e.tenants)}
+                for e in sorted(self._entries.values(), key=lambda e: e.key_id)
+            ],
+        }
+        atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        os.chmod(path, 0o600)
+
+    def add(self, role: str, tenants: Sequence[str], *, key_id: str | None = None) -> str:
+        """Create a key and return its token (the only time the secret is visible)."""
+        if role not in _ROLES:
+            raise InvalidConfig("role", role, "unknown role", "use producer, reviewer or operator")
+        ts = tuple(dict.fromkeys(tenants))
+        if not ts:
+            raise InvalidConfig("tenants", list(tenants), "a key needs a tenant", "name one")
+        if role != "operator" and len(ts) != 1:
+            raise InvalidConfig(
+                "tenants",
+                list(ts),
+                f"a {role} key is scoped to exactly one tenant",
+                "issue one key per tenant",
+            )
+        kid = key_id or secrets.token_hex(6)
+        if not kid or set(kid) - _ID_OK:
+            raise InvalidConfig("key_id", kid, "must be lowercase letters, digits or '-'", "rename")
+        if kid in self._entries:
+            raise InvalidConfig("key_id", kid, "already exists", "pick another id")
+        secret = secrets.token_urlsafe(32)
+        self._entries[kid] = _Entry(kid, _digest(secret), role, ts)
+        return f"nd_{kid}_{secret}"
+
+    def revoke(self, key_id: str) -> None:
+        self._entries.pop(key_id, None)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def authenticate(self, authorization: str | None) -> Principal:
+        """The caller of an ``Authorization: Bearer nd_<id>_<secret>`` header."""
+        fix = "send Authorization: Bearer nd_<key id>_<secret> with a key issued by an operator"
+        if not authorization or not authorization.startswith("Bearer "):
+            raise Unauthorized("no API key presented", fix)
+        token = authorization[7:].strip()
+        parts = token.split("_", 2)
+        if len(parts) != 3 or parts[0] != "nd":
+            raise Unauthorized("malformed API key", fix)
+        entry = self._entries.get(parts[1])
+        # Compare against a dummy digest for unknown ids so timing does not reveal them.
+        want = entry.digest if entry else "0" * 64
+        ok = hmac.compare_digest(_digest(parts[2]), want)
+        if entry is None or not ok:
+            raise Unauthorized("unknown or revoked API key", fix)
+        return Principal(entry.key_id, entry.role, entry.tenants)
+
+
+class AuditLog:
+    """Append-only, hash-chained JSON lines of privileged calls, fsynced per line.
+
+    Each line carries ``prev``, the SHA-256 of the previous line, so a removed or
+    edited line breaks the chain (:meth:`verify`).  Secrets and content are never
+    written: only who, what, which tenant, the outcome and when.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._prev = "0" * 64
+        if os.path.exists(path):
+            self._prev = self.verify(path)
+
+    @staticmethod
+    def verify(path: str) -> str:
+        """Check the chain of ``path``; returns the hash of its last line."""
+        prev = "0" * 64
+        with open(path, "rb") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.endswith(b"\n"):
+                    break  # a torn last line: the next append starts a fresh line
+                try:
+                    rec = json.loads(line)
+                except ValueError as exc:
+                    raise CorruptFile(path, f"line {n} is not JSON ({exc})") from exc
+                if rec.get("prev") != prev:
+                    raise CorruptFile(path, f"line {n} breaks the hash chain")
+                prev = hashlib.sha256(line.rstrip(b"\n")).hexdigest()
+        return prev
+
+    def write(
+        self, principal: Principal | None, op: str, tenant: str | None, **fields: Any
+    ) -> None:
+        with self._lock:
+            rec = {
+                "time": round(time.time(), 3),
+                "key_id": principal.key_id if principal else None,
+                "role": principal.role if principal else None,
+                "op": op,
+                "tenant": tenant,
+                **fields,
+                "prev": self._prev,
+            }
+            line = json.dumps(rec, sort_keys=True, separators=(",", ":")).encode()
+            try:
+                with open(self.path, "ab") as fh:
+                    fh.write(line + b"\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:
+                raise NeardupIOError(self.path, exc) from exc
+            self._prev = hashlib.sha256(line).hexdigest()

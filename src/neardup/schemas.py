@@ -1,0 +1,360 @@
+"""JSON Schemas of the service's requests, responses and log events, and the OpenAPI
+document built from them (served at ``/openapi.json``; published in ``docs/schemas``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["SCHEMAS", "openapi"]
+
+_str = {"type": "string"}
+_int = {"type": "integer"}
+_num = {"type": "number"}
+_bool = {"type": "boolean"}
+
+_envelope = {
+    "tenant_id": _str,
+    "method": {"type": "string", "description": "candidate method and verification"},
+    "scheme_fingerprint": _str,
+    "scheme_version": _int,
+    "policy_version": _int,
+}
+
+_candidate = {
+    "type": "object",
+    "required": ["item_id", "score", "shared", "union", "bands", "method"],
+    "properties": {
+        "item_id": _str,
+        "score": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "exact Jaccard of the stored shingle-hash sets",
+        },
+        "shared": _int,
+        "union": _int,
+        "bands": {"type": "integer", "description": "LSH bands that collided"},
+        "first_band": {"type": ["integer", "null"]},
+        "method": {"enum": ["minhash-lsh", "identical"]},
+    },
+}
+
+_decision = {
+    "type": "object",
+    "required": ["state", "threshold", "policy_version", "predicted_recall", "reason"],
+    "properties": {
+        "state": {"enum": ["duplicate", "unique"]},
+        "duplicate_of": _str,
+        "score": {"type": ["number", "null"]},
+        "threshold": _num,
+        "policy_version": _int,
+        "predicted_recall": {
+            "type": "number",
+            "description": "probability that a pair at the threshold is a candidate",
+        },
+        "capped": _bool,
+        "reason": _str,
+    },
+}
+
+_item = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "tenant_id": _str,
+        "item_id": {"type": "string", "minLength": 1, "maxLength": 256},
+        "content": _str,
+        "content_uri": {"type": "string", "description": "file:// under a content root"},
+        "media_type": {"enum": ["text/plain", "text/markdown", "text/html"]},
+        "source_time": _str,
+        "normalization_version": {"const": 1},
+        "idempotency_key": {"type": "string", "maxLength": 256},
+        "replace": _bool,
+        "limit": {"type": "integer", "minimum": 1},
+    },
+}
+
+_query_info = {
+    "candidates_found": _int,
+    "candidates_verified": _int,
+    "bucket_entries_scanned": _int,
+    "capped": _bool,
+}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "UpsertRequest": {**_item, "required": ["item_id"]},
+    "QueryRequest": _item,
+    "UpsertResponse": {
+        "type": "object",
+        "required": ["item_id", "seq", "status", "candidates"],
+        "properties": {
+            **_envelope,
+            **_query_info,
+            "item_id": _str,
+            "seq": _int,
+            "version": _int,
+            "status": {"enum": ["inserted", "replaced", "unchanged"]},
+            "candidates": {"type": "array", "items": _candidate},
+            "decision": _decision,
+        },
+    },
+    "CandidatesResponse": {
+        "type": "object",
+        "required": ["candidates", "decision"],
+        "properties": {
+            **_envelope,
+            **_query_info,
+            "candidates": {"type": "array", "items": _candidate},
+            "decision": _decision,
+        },
+    },
+    "DecideResponse": {
+        "type": "object",
+        "required": ["decision"],
+        "properties": {
+            **_envelope,
+            **_query_info,
+            "decision": _decision,
+            "evidence": {"type": "array", "items": _candidate},
+        },
+    },
+    "VerifyRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["left", "right"],
+        "properties": {"left": _str, "right": _str},
+    },
+    "VerifyResponse": {
+        "type": "object",
+        "properties": {
+            **_envelope,
+            "left": _str,
+            "right": _str,
+            "score": _num,
+            "shared": _int,
+            "union": _int,
+            "threshold": _num,
+            "state": {"enum": ["duplicate", "distinct"]},
+        },
+    },
+    "TombstoneResponse": {
+        "type": "object",
+        "properties": {
+            **_envelope,
+            "item_id": _str,
+            "seq": _int,
+            "tombstoned": _bool,
+            "epoch": _int,
+        },
+    },
+    "ItemResponse": {
+        "type": "object",
+        "properties": {
+            **_envelope,
+            "item_id": _str,
+            "version": _int,
+            "live": _bool,
+            "tombstone_epoch": {"type": ["integer", "null"]},
+            "shingles": _int,
+            "media_type": {"type": ["string", "null"]},
+            "source_time": {"type": ["string", "null"]},
+        },
+    },
+    "TenantConfig": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "shingle": {"type": "string", "pattern": "^(word|char|byte):[0-9]+$"},
+            "normalizer": {"enum": ["nfkc-casefold", "nfkc", "raw"]},
+            "num_perm": _int,
+            "bands": {"type": ["integer", "null"]},
+            "rows": {"type": ["integer", "null"]},
+            "retain": {"enum": ["hashes", "text"]},
+            "scheme_version": _int,
+            "policy_version": _int,
+            "max_items": _int,
+            "max_shingles": _int,
+            "max_candidates": _int,
+            "max_bucket_size": _int,
+            "rate_per_s": _num,
+            "burst": _int,
+        },
+    },
+    "KeyRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["role", "tenants"],
+        "properties": {
+            "role": {"enum": ["producer", "reviewer", "operator"]},
+            "tenants": {"type": "array", "items": _str, "minItems": 1},
+        },
+    },
+    "Error": {
+        "type": "object",
+        "required": ["error", "message"],
+        "properties": {"error": _str, "message": _str, "fix": _str},
+    },
+    "CommandEvent": {
+        "description": "header of a command-log record (the blob holds features and band keys)",
+        "type": "object",
+        "required": ["op"],
+        "properties": {
+            "op": {"enum": ["upsert", "tombstone", "compact"]},
+            "item_id": _str,
+            "pos": _int,
+            "epoch": _int,
+            "replaces": {"type": ["integer", "null"]},
+            "response": {"type": "object"},
+        },
+    },
+    "AuditEvent": {
+        "type": "object",
+        "required": ["time", "op", "prev"],
+        "properties": {
+            "time": _num,
+            "key_id": {"type": ["string", "null"]},
+            "role": {"type": ["string", "null"]},
+            "op": _str,
+            "tenant": {"type": ["string", "null"]},
+            "prev": {"type": "string", "description": "SHA-256 of the previous line"},
+        },
+    },
+}
+
+
+def _op(
+    summary: str, req: str | None, resp: str, *, role: str, raw: bool = False
+) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary,
+        "description": f"Role: {role}.",
+        "security": [{"apiKey": []}],
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {
+                    "application/octet-stream" if raw else "application/json": {
+                        "schema": {"type": "string", "format": "binary"}
+                    }
+                    if raw
+                    else {"schema": {"$ref": f"#/components/schemas/{resp}"}}
+                },
+            },
+            "4XX": {
+                "description": "the request was refused; the body says why and the fix",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            },
+        },
+    }
+    if req:
+        ctype = "application/octet-stream" if req == "binary" else "application/json"
+        schema = (
+            {"type": "string", "format": "binary"}
+            if req == "binary"
+            else {"$ref": f"#/components/schemas/{req}"}
+        )
+        op["requestBody"] = {"required": True, "content": {ctype: {"schema": schema}}}
+    return op
+
+
+def openapi(version: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``neardup serve``."""
+    tparam = {"name": "tenant", "in": "path", "required": True, "schema": _str}
+    paths: dict[str, Any] = {
+        "/healthz": {"get": {"summary": "liveness", "responses": {"200": {"description": "OK"}}}},
+        "/readyz": {
+            "get": {"summary": "readiness and mode", "responses": {"200": {"description": "ready"}}}
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "responses": {"200": {"description": "text exposition"}},
+            }
+        },
+        "/v1/keys": {"post": _op("create an API key", "KeyRequest", "Error", role="operator")},
+        "/v1/tenants/{tenant}": {
+            "parameters": [tparam],
+            "put": _op("create a tenant", "TenantConfig", "Error", role="operator"),
+            "get": _op("tenant stats", None, "Error", role="any of the tenant"),
+        },
+        "/v1/tenants/{tenant}/items": {
+            "parameters": [tparam],
+            "post": _op(
+                "upsert an item; returns its exactly scored candidates",
+                "UpsertRequest",
+                "UpsertResponse",
+                role="producer",
+            ),
+        },
+        "/v1/tenants/{tenant}/items/{item_id}": {
+            "parameters": [
+                tparam,
+                {"name": "item_id", "in": "path", "required": True, "schema": _str},
+                {"name": "epoch", "in": "query", "required": False, "schema": _int},
+            ],
+            "delete": _op("tombstone an item", None, "TombstoneResponse", role="producer"),
+            "get": _op("stored version of an item (metadata)", None, "ItemResponse", role="any"),
+        },
+        "/v1/tenants/{tenant}/candidates": {
+            "parameters": [tparam],
+            "post": _op(
+                "candidates of an item without storing it",
+                "QueryRequest",
+                "CandidatesResponse",
+                role="producer",
+            ),
+        },
+        "/v1/tenants/{tenant}/decide": {
+            "parameters": [tparam],
+            "post": _op(
+                "decide duplicate / unique", "QueryRequest", "DecideResponse", role="producer"
+            ),
+        },
+        "/v1/tenants/{tenant}/verify": {
+            "parameters": [tparam],
+            "post": _op(
+                "exact score of two stored items",
+                "VerifyRequest",
+                "VerifyResponse",
+                role="producer or operator",
+            ),
+        },
+        "/v1/tenants/{tenant}/digest": {
+            "parameters": [tparam],
+            "get": _op("SHA-256 of the tenant's logical state", None, "Error", role="operator"),
+        },
+        "/v1/tenants/{tenant}/compact": {
+            "parameters": [tparam],
+            "post": _op(
+                "merge the index delta and purge tombstones", None, "Error", role="operator"
+            ),
+        },
+        "/v1/tenants/{tenant}/snapshot": {
+            "parameters": [tparam],
+            "post": _op("snapshot the tenant", None, "Error", role="operator", raw=True),
+        },
+        "/v1/tenants/{tenant}/restore": {
+            "parameters": [tparam],
+            "post": _op("restore a snapshot (verified first)", "binary", "Error", role="operator"),
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "neardup",
+            "version": version,
+            "description": "Near-duplicate detection with exact verification.",
+        },
+        "paths": paths,
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {
+                "apiKey": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "nd_<key id>_<secret>",
+                }
+            },
+        },
+    }

@@ -1,0 +1,395 @@
+"""HTTP routes of ``neardup serve``: a thin starlette shell over :class:`~neardup.Service`.
+
+Every route authenticates, caps the body *before* reading it whole, parses JSON,
+calls one library method in a worker thread and maps the exception tree to 4xx
+answers (``{"error", "message", "fix"}``); anything unexpected is a logged 500.
+Needs the ``service`` extra (starlette, uvicorn, prometheus-client, cryptography).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ._errors import (
+    CorruptFile,
+    DocumentTooLarge,
+    EmptyDocument,
+    InputError,
+    InvalidConfig,
+    LimitExceeded,
+    NeardupError,
+    SchemeMismatch,
+    ServiceError,
+)
+from .auth import Principal
+from .schemas import openapi
+from .service import Service
+
+__all__ = ["create_app"]
+
+_log = logging.getLogger("neardup.server")
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _version() -> str:
+    try:
+        return version("neardup")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"
+
+
+class _Metrics:
+    """Prometheus metrics of one app (its own registry: no process-global state)."""
+
+    def __init__(self, service: Service) -> None:
+        from prometheus_client import CollectorRegistry, Counter, Histogram
+        from prometheus_client.core import GaugeMetricFamily
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "neardup_requests_total", "HTTP requests", ["route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "neardup_request_seconds",
+            "request latency",
+            ["route"],
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5),
+        )
+        self.candidates = Histogram(
+            "neardup_candidates_per_query",
+            "exactly verified candidates per query",
+            registry=self.registry,
+            buckets=(0, 1, 2, 5, 10, 20, 50, 100, 1000),
+        )
+        self.scores = Histogram(
+            "neardup_verification_score",
+            "exact Jaccard of verified candidates",
+            registry=self.registry,
+            buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0),
+        )
+        self.decisions = Counter(
+            "neardup_decisions_total",
+            "decisions by state",
+            ["tenant", "state"],
+            registry=self.registry,
+        )
+        svc = service
+
+        class _TenantGauges:
+            def collect(self) -> Any:
+                items = GaugeMetricFamily("neardup_items", "live items", labels=["tenant"])
+                ibytes = GaugeMetricFamily("neardup_index_bytes", "index bytes", labels=["tenant"])
+                over = GaugeMetricFamily(
+                    "neardup_bucket_overflow", "inserts cut by the bucket cap", labels=["tenant"]
+                )
+                capped = GaugeMetricFamily(
+                    "neardup_candidate_cap_hits",
+                    "queries whose candidates hit a cap",
+                    labels=["tenant"],
+                )
+                age = GaugeMetricFamily(
+                    "neardup_snapshot_age_seconds",
+                    "seconds since the last snapshot (-1: none)",
+                    labels=["tenant"],
+                )
+                seq = GaugeMetricFamily(
+                    "neardup_applied_seq", "last applied command", labels=["tenant"]
+                )
+                now = time.time()
+                for name, t in sorted(svc.tenants().items()):
+                    items.add_metric([name], len(t))
+                    ibytes.add_metric([name], t.index.nbytes)
+                    over.add_metric([name], t.index.overflow)
+                    capped.add_metric([name], t.counters.capped)
+                    last = t.counters.last_snapshot_time
+                    age.add_metric([name], -1 if last is None else now - last)
+                    seq.add_metric([name], t.seq)
+                yield from (items, ibytes, over, capped, age, seq)
+
+        self.registry.register(_TenantGauges())
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return bytes(generate_latest(self.registry))
+
+
+def _status(exc: NeardupError) -> int:
+    if isinstance(exc, ServiceError):
+        return exc.status
+    if isinstance(exc, DocumentTooLarge):
+        return 413
+    if isinstance(exc, SchemeMismatch):
+        return 409
+    if isinstance(exc, EmptyDocument):
+        return 422
+    if isinstance(exc, InvalidConfig | InputError | CorruptFile):
+        return 400
+    return 400
+
+
+_CODES = {
+    "DocumentTooLarge": "too_large",
+    "SchemeMismatch": "scheme_mismatch",
+    "EmptyDocument": "empty_content",
+    "InvalidConfig": "invalid_parameter",
+    "InputError": "invalid_input",
+    "CorruptFile": "corrupt",
+}
+
+
+def _error(exc: NeardupError) -> JSONResponse:
+    status = _status(exc)
+    body: dict[str, Any] = {
+        "error": getattr(exc, "code", _CODES.get(type(exc).__name__, "invalid_request")),
+        "message": str(exc),
+        "fix": getattr(exc, "fix", None),
+    }
+    headers = {}
+    if isinstance(exc, LimitExceeded) and exc.retry_after is not None:
+        headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def create_app(
+    service: Service, *, max_snapshot_bytes: int = 8 << 30, close_on_shutdown: bool = False
+) -> Starlette:
+    """The ASGI app serving ``service`` (see ``neardup.schemas`` for the API)."""
+    metrics = _Metrics(service)
+    doc = openapi(_version())
+    cfg = service.config
+
+    async def body_bytes(request: Request, cap: int) -> bytes:
+        n = request.headers.get("content-length")
+        if n is not None and (not n.isdigit() or int(n) > cap):
+            raise LimitExceeded(
+                f"request body of {n} bytes exceeds {cap} bytes", "send a smaller body", status=413
+            )
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > cap:
+                raise LimitExceeded(
+                    f"request body exceeds {cap} bytes", "send a smaller body", status=413
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def json_body(request: Request) -> Any:
+        raw = await body_bytes(request, cfg.max_body_bytes)
+        try:
+            return json.loads(raw.decode("utf-8")) if raw else {}
+        except UnicodeDecodeError as exc:
+            raise InvalidConfig(
+                "body", f"byte {exc.start}", "is not UTF-8", "send UTF-8 JSON"
+            ) from None
+        except ValueError as exc:
+            raise InvalidConfig(
+                "body", str(exc)[:80], "is not valid JSON", "send a JSON object"
+            ) from None
+
+    def principal(request: Request) -> Principal:
+        return service.keyring.authenticate(request.headers.get("authorization"))
+
+    def route(name: str, fn: Callable[[Request], Awaitable[Response]]) -> Handler:
+        async def handler(request: Request) -> Response:
+            t0 = time.perf_counter()
+            try:
+                resp = await fn(request)
+            except NeardupError as exc:
+                resp = _error(exc)
+            except Exception:
+                _log.exception("internal error in %s", name)
+                resp = JSONResponse(
+                    {
+                        "error": "internal",
+                        "message": "internal error; see the server log",
+                        "fix": "report it",
+                    },
+                    status_code=500,
+                )
+            metrics.requests.labels(name, str(resp.status_code)).inc()
+            metrics.latency.labels(name).observe(time.perf_counter() - t0)
+            return resp
+
+        return handler
+
+    def observe(tenant: str, result: dict[str, Any]) -> None:
+        cands = result.get("candidates", result.get("evidence", []))
+        metrics.candidates.observe(len(cands))
+        for c in cands:
+            metrics.scores.observe(c["score"])
+        d = result.get("decision")
+        if d:
+            metrics.decisions.labels(tenant, d["state"]).inc()
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        return JSONResponse({"ready": True, "mode": "normal", "tenants": len(service.tenants())})
+
+    async def metrics_route(request: Request) -> Response:
+        return Response(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    async def openapi_route(request: Request) -> Response:
+        return JSONResponse(doc)
+
+    async def put_tenant(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        out = await run_in_threadpool(service.create_tenant, p, request.path_params["tenant"], body)
+        return JSONResponse(out)
+
+    async def get_tenant(request: Request) -> Response:
+        p = principal(request)
+        return JSONResponse(
+            await run_in_threadpool(service.stats, p, request.path_params["tenant"])
+        )
+
+    async def add_key(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        if not isinstance(body, dict) or set(body) != {"role", "tenants"}:
+            raise InvalidConfig(
+                "body",
+                body,
+                "needs exactly role and tenants",
+                'send {"role": "producer", "tenants": ["t1"]}',
+            )
+        token = await run_in_threadpool(service.add_key, p, body["role"], list(body["tenants"]))
+        return JSONResponse({"token": token})
+
+    async def upsert(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        t = request.path_params["tenant"]
+        out = await run_in_threadpool(service.upsert, p, t, body)
+        observe(t, out)
+        return JSONResponse(out)
+
+    async def candidates(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        t = request.path_params["tenant"]
+        out = await run_in_threadpool(service.candidates, p, t, body)
+        observe(t, out)
+        return JSONResponse(out)
+
+    async def decide(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        t = request.path_params["tenant"]
+        out = await run_in_threadpool(service.decide, p, t, body)
+        observe(t, out)
+        return JSONResponse(out)
+
+    async def verify(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        if not isinstance(body, dict) or not {"left", "right"} <= set(body):
+            raise InvalidConfig(
+                "body", body, "needs left and right item ids", 'send {"left": "A", "right": "B"}'
+            )
+        out = await run_in_threadpool(
+            service.verify, p, request.path_params["tenant"], str(body["left"]), str(body["right"])
+        )
+        return JSONResponse(out)
+
+    async def tombstone(request: Request) -> Response:
+        p = principal(request)
+        raw = request.query_params.get("epoch")
+        if raw is not None and not raw.isdigit():
+            raise InvalidConfig("epoch", raw, "must be a non-negative integer", "send ?epoch=N")
+        out = await run_in_threadpool(
+            service.tombstone,
+            p,
+            request.path_params["tenant"],
+            request.path_params["item_id"],
+            int(raw) if raw is not None else None,
+            request.headers.get("idempotency-key"),
+        )
+        return JSONResponse(out)
+
+    async def get_item(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(
+            service.item, p, request.path_params["tenant"], request.path_params["item_id"]
+        )
+        return JSONResponse(out)
+
+    async def digest(request: Request) -> Response:
+        p = principal(request)
+        return JSONResponse(
+            await run_in_threadpool(service.digest, p, request.path_params["tenant"])
+        )
+
+    async def compact(request: Request) -> Response:
+        p = principal(request)
+        return JSONResponse(
+            await run_in_threadpool(service.compact, p, request.path_params["tenant"])
+        )
+
+    async def snapshot(request: Request) -> Response:
+        p = principal(request)
+        blob = await run_in_threadpool(service.snapshot, p, request.path_params["tenant"])
+        return Response(blob, media_type="application/octet-stream")
+
+    async def restore(request: Request) -> Response:
+        p = principal(request)
+        p.require("restore", request.path_params["tenant"])
+        blob = await body_bytes(request, max_snapshot_bytes)
+        out = await run_in_threadpool(service.restore, p, request.path_params["tenant"], blob)
+        return JSONResponse(out)
+
+    routes = [
+        Route("/healthz", route("healthz", healthz), methods=["GET"]),
+        Route("/readyz", route("readyz", readyz), methods=["GET"]),
+        Route("/metrics", route("metrics", metrics_route), methods=["GET"]),
+        Route("/openapi.json", route("openapi", openapi_route), methods=["GET"]),
+        Route("/v1/keys", route("keys", add_key), methods=["POST"]),
+        Route("/v1/tenants/{tenant}", route("tenant_put", put_tenant), methods=["PUT"]),
+        Route("/v1/tenants/{tenant}", route("tenant_get", get_tenant), methods=["GET"]),
+        Route("/v1/tenants/{tenant}/items", route("upsert", upsert), methods=["POST"]),
+        Route(
+            "/v1/tenants/{tenant}/items/{item_id}",
+            route("tombstone", tombstone),
+            methods=["DELETE"],
+        ),
+        Route("/v1/tenants/{tenant}/items/{item_id}", route("item", get_item), methods=["GET"]),
+        Route("/v1/tenants/{tenant}/digest", route("digest", digest), methods=["GET"]),
+        Route("/v1/tenants/{tenant}/candidates", route("candidates", candidates), methods=["POST"]),
+        Route("/v1/tenants/{tenant}/decide", route("decide", decide), methods=["POST"]),
+        Route("/v1/tenants/{tenant}/verify", route("verify", verify), methods=["POST"]),
+        Route("/v1/tenants/{tenant}/compact", route("compact", compact), methods=["POST"]),
+        Route("/v1/tenants/{tenant}/snapshot", route("snapshot", snapshot), methods=["POST"]),
+        Route("/v1/tenants/{tenant}/restore", route("restore", restore), methods=["POST"]),
+    ]
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        code = getattr(exc, "status_code", 404)
+        return JSONResponse(
+            {
+                "error": "not_found" if code == 404 else "method_not_allowed",
+                "message": f"no route {request.method} {request.url.path}",
+                "fix": "see /openapi.json",
+            },
+            status_code=code,
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if close_on_shutdown:
+            service.close()
+
+    return Starlette(
+        routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan
+    )

@@ -1,0 +1,453 @@
+"""The multi-tenant dedup service as a library: tenants, auth, limits, audit, metrics.
+
+:class:`Service` is what ``neardup serve`` puts behind HTTP (``neardup.server``);
+it can be embedded directly too.  Every operation takes the authenticated
+:class:`~neardup.auth.Principal` and checks its role and tenant scope first, then
+limits (rate, size), then does the work on that tenant only — there is no code
+path from one tenant's request to another tenant's index, store or key.
+
+Data directory layout::
+
+    <data_dir>/audit.jsonl          hash-chained audit log of privileged calls
+    <data_dir>/tenants/<tenant>/    one tenant (see ``neardup.tenant``)
+
+The master secret and the API key file live *outside* the data directory
+(:class:`ServiceConfig` refuses paths inside it), so a copied data directory or
+snapshot never carries the keys that decrypt it.
+
+Example:
+    >>> import tempfile, os
+    >>> base = tempfile.mkdtemp()
+    >>> svc, token = Service.init(ServiceConfig(data_dir=os.path.join(base, "data"),
+    ...     master_key_file=os.path.join(base, "master.key"),
+    ...     keys_file=os.path.join(base, "keys.json")), operator_tenants=["t1"])
+    >>> op = svc.keyring.authenticate(f"Bearer {token}")
+    >>> _ = svc.create_tenant(op, "t1", {"threshold": 0.75, "shingle": "word:2"})
+    >>> prod = svc.keyring.authenticate("Bearer " + svc.add_key(op, "producer", ["t1"]))
+    >>> _ = svc.upsert(prod, "t1", {"item_id": "A", "content": "red fox runs very fast"})
+    >>> r = svc.upsert(prod, "t1", {"item_id": "B", "content": "red fox runs very fast today"})
+    >>> [(c["item_id"], c["score"]) for c in r["candidates"]], r["decision"]["state"]
+    ([('A', 0.8)], 'duplicate')
+    >>> svc.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import threading
+import time
+import urllib.parse
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._crypto import MasterSecret
+from ._errors import (
+    Conflict,
+    CorruptFile,
+    InvalidConfig,
+    LimitExceeded,
+    NeardupIOError,
+    NotFound,
+)
+from .auth import AuditLog, Keyring, Principal
+from .persist import atomic_write
+from .tenant import Tenant, TenantConfig, valid_tenant_id
+
+__all__ = ["Service", "ServiceConfig"]
+
+_log = logging.getLogger("neardup.service")
+
+_ITEM_FIELDS = {
+    "tenant_id",
+    "item_id",
+    "content",
+    "content_uri",
+    "media_type",
+    "source_time",
+    "normalization_version",
+    "idempotency_key",
+    "replace",
+}
+_MEDIA_TYPES = ("text/plain", "text/markdown", "text/html")
+
+
+def _inside(path: str, root: str) -> bool:
+    p, r = os.path.realpath(path), os.path.realpath(root)
+    return os.path.commonpath([p, r]) == r
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ServiceConfig:
+    """Server-wide settings (frozen, keyword-only, validated).
+
+    ``content_roots`` are the only places ``content_uri`` may point to
+    (``file://`` URIs under one of them; every other scheme is refused).
+    """
+
+    data_dir: str
+    master_key_file: str
+    keys_file: str
+    max_body_bytes: int = 1 << 20
+    max_token_bytes: int = 256
+    max_candidates: int = 100
+    max_scan: int = 20_000
+    compact_delta: int = 16_384
+    content_roots: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("master_key_file", "keys_file"):
+            path = getattr(self, name)
+            if _inside(path, self.data_dir):
+                raise InvalidConfig(
+                    name,
+                    path,
+                    "must live outside the data directory",
+                    f"move it out of {self.data_dir} (a copied data directory must not "
+                    "carry its keys)",
+                )
+        for name, lo, hi in (
+            ("max_body_bytes", 1024, 1 << 30),
+            ("max_token_bytes", 8, 1 << 20),
+            ("max_candidates", 1, 10_000),
+            ("max_scan", 1, 1 << 30),
+            ("compact_delta", 16, 1 << 24),
+        ):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidConfig(name, v, f"must be an integer in [{lo}, {hi}]", "fix it")
+
+
+@dataclass
+class _Bucket:
+    rate: float
+    burst: float
+    tokens: float
+    stamp: float = field(default_factory=time.monotonic)
+
+    def take(self) -> float | None:
+        """None if allowed, else seconds until a token is available."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return None
+        return (1.0 - self.tokens) / self.rate
+
+
+def load_master(path: str) -> MasterSecret:
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read().strip()
+    except FileNotFoundError:
+        raise InvalidConfig(
+            "master_key_file",
+            path,
+            "does not exist",
+            "run `neardup service init --data-dir DIR` (or pass the right path)",
+        ) from None
+    except OSError as exc:
+        raise NeardupIOError(path, exc) from exc
+    try:
+        return MasterSecret(bytes.fromhex(raw.decode("ascii")))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CorruptFile(path, "master key file must hold hex digits") from exc
+
+
+class Service:
+    """A multi-tenant dedup service over one data directory (see module docstring)."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        self.master = load_master(config.master_key_file)
+        self.keyring = Keyring.load(config.keys_file)
+        os.makedirs(os.path.join(config.data_dir, "tenants"), exist_ok=True)
+        self.audit = AuditLog(os.path.join(config.data_dir, "audit.jsonl"))
+        self._lock = threading.Lock()
+        self._tenants: dict[str, Tenant] = {}
+        self._buckets: dict[str, _Bucket] = {}
+        self.started = time.time()
+        self.counts: dict[str, int] = {}
+        tdir = os.path.join(config.data_dir, "tenants")
+        for name in sorted(os.listdir(tdir)):
+            if os.path.exists(os.path.join(tdir, name, "tenant.json")):
+                t = Tenant.open_dir(os.path.join(tdir, name), self.master, **self._tenant_kw())
+                if t.trimmed_bytes:
+                    _log.warning(
+                        "tenant %s: trimmed a torn command-log tail of %d bytes",
+                        name,
+                        t.trimmed_bytes,
+                    )
+                self._tenants[name] = t
+
+    @classmethod
+    def init(
+        cls, config: ServiceConfig, *, operator_tenants: Sequence[str] = ()
+    ) -> tuple[Service, str]:
+        """Create the master secret and key file if absent; returns the service and a
+        new operator token for ``operator_tenants`` (shown once; store it safely)."""
+        if not os.path.exists(config.master_key_file):
+            os.makedirs(os.path.dirname(os.path.abspath(config.master_key_file)), exist_ok=True)
+            atomic_write(config.master_key_file, secrets.token_hex(32).encode() + b"\n")
+            os.chmod(config.master_key_file, 0o600)
+        ring = Keyring.load(config.keys_file)
+        token = ring.add("operator", list(operator_tenants) or ["default"])
+        os.makedirs(os.path.dirname(os.path.abspath(config.keys_file)), exist_ok=True)
+        ring.save(config.keys_file)
+        return cls(config), token
+
+    def _tenant_kw(self) -> dict[str, Any]:
+        return {"max_scan": self.config.max_scan, "compact_delta": self.config.compact_delta}
+
+    def close(self) -> None:
+        with self._lock:
+            for t in self._tenants.values():
+                t.close()
+            self._tenants.clear()
+
+    # -- plumbing ----------------------------------------------------------------
+    def tenant(self, principal: Principal, op: str, tenant_id: str) -> Tenant:
+        """Authorize ``op`` on ``tenant_id``, apply its rate limit, and return it."""
+        principal.require(op, tenant_id)
+        t = self._tenants.get(tenant_id)
+        if t is None:
+            raise NotFound(
+                f"tenant {tenant_id!r} does not exist",
+                "ask an operator to create it (PUT /v1/tenants/{tenant})",
+            )
+        b = self._buckets.get(tenant_id)
+        if b is None:
+            b = self._buckets.setdefault(
+                tenant_id,
+                _Bucket(t.config.rate_per_s, float(t.config.burst), float(t.config.burst)),
+            )
+        wait = b.take()
+        if wait is not None:
+            raise LimitExceeded(
+                f"tenant {tenant_id!r} is over its rate of {t.config.rate_per_s}/s",
+                "retry after the Retry-After delay",
+                status=429,
+                retry_after=wait,
+            )
+        self.counts[op] = self.counts.get(op, 0) + 1
+        return t
+
+    def tenants(self) -> dict[str, Tenant]:
+        return dict(self._tenants)
+
+    def _content(self, body: dict[str, Any]) -> str:
+        content, uri = body.get("content"), body.get("content_uri")
+        if (content is None) == (uri is None):
+            raise InvalidConfig(
+                "content",
+                None,
+                "send exactly one of content or content_uri",
+                "put the text in content, or a file:// URI in content_uri",
+            )
+        if content is not None:
+            if not isinstance(content, str):
+                raise InvalidConfig(
+                    "content", type(content).__name__, "must be a string", "send text"
+                )
+            return content
+        return self.resolve(uri)
+
+    def resolve(self, uri: Any) -> str:
+        """Read ``file://`` content under a configured root; anything else is refused."""
+        if not isinstance(uri, str):
+            raise InvalidConfig("content_uri", uri, "must be a string", "send a file:// URI")
+        parsed = urllib.parse.urlparse(uri)
+        if parsed.scheme != "file" or parsed.netloc not in ("", "localhost"):
+            raise InvalidConfig(
+                "content_uri",
+                uri,
+                "only file:// URIs are resolved",
+                "send the content inline, or a file:// URI under a content root",
+            )
+        path = urllib.parse.unquote(parsed.path)
+        if not any(_inside(path, root) for root in self.config.content_roots):
+            raise InvalidConfig(
+                "content_uri",
+                uri,
+                "is outside every configured content root",
+                "start the server with --content-root covering it",
+            )
+        try:
+            size = os.path.getsize(path)
+            if size > self.config.max_body_bytes:
+                raise LimitExceeded(
+                    f"{uri} is {size} bytes, over {self.config.max_body_bytes}",
+                    "send a smaller item",
+                    status=413,
+                )
+            with open(path, "rb") as fh:
+                raw = fh.read(self.config.max_body_bytes + 1)
+        except OSError as exc:
+            raise InvalidConfig(
+                "content_uri", uri, f"cannot be read ({exc.strerror})", "check the path"
+            ) from exc
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidConfig(
+                "content_uri", uri, f"is not UTF-8 (byte {exc.start})", "convert the file to UTF-8"
+            ) from exc
+
+    @staticmethod
+    def _check_item(body: dict[str, Any], tenant_id: str) -> None:
+        if not isinstance(body, dict):
+            raise InvalidConfig("body", type(body).__name__, "must be a JSON object", "send one")
+        extra = sorted(set(body) - _ITEM_FIELDS)
+        if extra:
+            raise InvalidConfig(
+                "body", extra[0], "unknown field", f"use only {', '.join(sorted(_ITEM_FIELDS))}"
+            )
+        if body.get("tenant_id", tenant_id) != tenant_id:
+            raise InvalidConfig(
+                "tenant_id",
+                body.get("tenant_id"),
+                "does not match the URL",
+                "send the item to its own tenant",
+            )
+        mt = body.get("media_type", "text/plain")
+        if mt not in _MEDIA_TYPES:
+            raise InvalidConfig("media_type", mt, "unsupported", f"use one of {_MEDIA_TYPES}")
+        for name in ("source_time", "idempotency_key", "item_id"):
+            v = body.get(name)
+            if v is not None and (not isinstance(v, str) or len(v) > 256):
+                raise InvalidConfig(name, v, "must be a string of at most 256 characters", "fix it")
+        nv = body.get("normalization_version")
+        if nv is not None and nv != 1:
+            raise InvalidConfig(
+                "normalization_version",
+                nv,
+                "this server normalizes with version 1",
+                "send 1 or leave it out",
+            )
+        if not isinstance(body.get("replace", False), bool):
+            raise InvalidConfig(
+                "replace", body.get("replace"), "must be a boolean", "send true/false"
+            )
+
+    # -- operations ----------------------------------------------------------------
+    def create_tenant(
+        self, principal: Principal, tenant_id: str, config: dict[str, Any]
+    ) -> dict[str, Any]:
+        valid_tenant_id(tenant_id)
+        principal.require("tenant", tenant_id)
+        cfg = TenantConfig.from_dict(config)
+        with self._lock:
+            if tenant_id in self._tenants:
+                existing = self._tenants[tenant_id]
+                if existing.config == cfg:
+                    return existing.stats()
+                raise Conflict(
+                    f"tenant {tenant_id!r} exists with another configuration",
+                    "a scheme change needs a new tenant or a migration",
+                )
+            root = os.path.join(self.config.data_dir, "tenants", tenant_id)
+            t = Tenant.create(root, tenant_id, cfg, self.master, **self._tenant_kw())
+            self._tenants[tenant_id] = t
+        self.audit.write(principal, "create_tenant", tenant_id, config_fingerprint=cfg.fingerprint)
+        return t.stats()
+
+    def add_key(self, principal: Principal, role: str, tenants: Sequence[str]) -> str:
+        for t in tenants:
+            principal.require("tenant", t)
+        with self._lock:
+            token = self.keyring.add(role, tenants)
+            self.keyring.save(self.config.keys_file)
+        self.audit.write(
+            principal, "add_key", ",".join(tenants), role=role, key_id=token.split("_")[1]
+        )
+        return token
+
+    def upsert(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_item(body, tenant_id)
+        t = self.tenant(principal, "upsert", tenant_id)
+        if not body.get("item_id"):
+            raise InvalidConfig("item_id", body.get("item_id"), "is required", "send an item id")
+        content = self._content(body)
+        return t.upsert(
+            item_id=body["item_id"],
+            content=content,
+            media_type=body.get("media_type"),
+            source_time=body.get("source_time"),
+            idempotency_key=body.get("idempotency_key"),
+            replace=bool(body.get("replace", False)),
+            body=body,
+            max_token_bytes=self.config.max_token_bytes,
+        )
+
+    def candidates(
+        self, principal: Principal, tenant_id: str, body: dict[str, Any], limit: int | None = None
+    ) -> dict[str, Any]:
+        self._check_item({k: v for k, v in body.items() if k != "limit"}, tenant_id)
+        t = self.tenant(principal, "candidates", tenant_id)
+        lim = body.get("limit", limit if limit is not None else 10)
+        if isinstance(lim, bool) or not isinstance(lim, int) or lim < 1:
+            raise InvalidConfig("limit", lim, "must be a positive integer", "use e.g. 10")
+        cap = min(self.config.max_candidates, t.config.max_candidates)
+        if lim > cap:
+            raise LimitExceeded(
+                f"limit={lim} exceeds the server cap of {cap} candidates", f"ask for at most {cap}"
+            )
+        return t.candidates(
+            self._content(body), limit=lim, max_token_bytes=self.config.max_token_bytes
+        )
+
+    def decide(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._check_item(body, tenant_id)
+        t = self.tenant(principal, "decide", tenant_id)
+        return t.decide(self._content(body), max_token_bytes=self.config.max_token_bytes)
+
+    def verify(self, principal: Principal, tenant_id: str, left: str, right: str) -> dict[str, Any]:
+        return self.tenant(principal, "verify", tenant_id).verify(left, right)
+
+    def tombstone(
+        self,
+        principal: Principal,
+        tenant_id: str,
+        item_id: str,
+        epoch: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> dict[str, Any]:
+        t = self.tenant(principal, "tombstone", tenant_id)
+        return t.tombstone(item_id, epoch=epoch, idempotency_key=idempotency_key)
+
+    def compact(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
+        t = self.tenant(principal, "compact", tenant_id)
+        out = t.compact()
+        self.audit.write(principal, "compact", tenant_id, seq=out["seq"])
+        return out
+
+    def snapshot(self, principal: Principal, tenant_id: str) -> bytes:
+        t = self.tenant(principal, "snapshot", tenant_id)
+        blob = t.snapshot()
+        self.audit.write(principal, "snapshot", tenant_id, seq=t.seq, bytes=len(blob))
+        return blob
+
+    def restore(self, principal: Principal, tenant_id: str, blob: bytes) -> dict[str, Any]:
+        t = self.tenant(principal, "restore", tenant_id)
+        try:
+            out = t.restore(blob)
+        except Exception as exc:
+            self.audit.write(
+                principal, "restore", tenant_id, outcome="refused", error=type(exc).__name__
+            )
+            raise
+        self.audit.write(principal, "restore", tenant_id, outcome="ok", seq=out["restored_seq"])
+        return out
+
+    def item(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
+        return self.tenant(principal, "read", tenant_id).item(item_id)
+
+    def digest(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
+        t = self.tenant(principal, "stats", tenant_id)
+        return {"tenant_id": tenant_id, "seq": t.seq, "digest": t.digest()}
+
+    def stats(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
+        return self.tenant(principal, "read", tenant_id).stats()

@@ -1,0 +1,367 @@
+"""The per-tenant feature store: canonical features in SQLite (WAL), sealed at rest.
+
+One row per stored item version: its position in the band index, the item id,
+the exact-content hash, the sorted distinct shingle hashes (sealed with the
+tenant's feature key, bound to the row's position so rows cannot be swapped),
+optionally the normalized text (sealed; only when the tenant retains text), and
+the band keys (so the in-memory index is rebuilt without re-hashing).
+
+The store is *derived* state: every change is first written to the command log
+(:mod:`neardup.cmdlog`), and ``meta.applied_seq`` records the last command
+applied, in the same transaction as the change.  Replaying a command whose
+sequence number is not above ``applied_seq`` is a no-op, so replaying the log
+twice gives the same state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ._crypto import Sealer
+from ._errors import CorruptFile, NeardupIOError
+
+__all__ = ["FeatureStore", "StoredItem"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS items (
+  pos INTEGER PRIMARY KEY,
+  item_id TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  content_hash INTEGER NOT NULL,
+  n_shingles INTEGER NOT NULL,
+  features BLOB,
+  text BLOB,
+  bandkeys BLOB,
+  media_type TEXT,
+  source_time TEXT,
+  tombstone_epoch INTEGER
+);
+CREATE INDEX IF NOT EXISTS items_by_id ON items(item_id, pos);
+CREATE INDEX IF NOT EXISTS items_by_hash ON items(content_hash);
+CREATE TABLE IF NOT EXISTS idem (
+  key TEXT PRIMARY KEY,
+  body_sha TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  response BLOB NOT NULL
+);
+"""
+
+
+def _signed(h: int) -> int:
+    return h - (1 << 64) if h >= 1 << 63 else h
+
+
+def _unsigned(h: int) -> int:
+    return h + (1 << 64) if h < 0 else h
+
+
+@dataclass(frozen=True, slots=True)
+class StoredItem:
+    """The current version of an item."""
+
+    pos: int
+    item_id: str
+    version: int
+    content_hash: int
+    n_shingles: int
+    tombstone_epoch: int | None
+    media_type: str | None
+    source_time: str | None
+
+    @property
+    def live(self) -> bool:
+        return self.tombstone_epoch is None
+
+
+class FeatureStore:
+    """SQLite feature store of one tenant (see the module docstring)."""
+
+    def __init__(self, path: str, sealer: Sealer, tenant: str) -> None:
+        self.path = path
+        self._sealer = sealer
+        self._tenant = tenant
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # The command log is fsynced before every acknowledgement, so the store
+            # may lag on power loss: start-up replays what it misses.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            raise CorruptFile(path, f"not a usable SQLite feature store ({exc})") from exc
+        except OSError as exc:  # pragma: no cover - sqlite raises DatabaseError mostly
+            raise NeardupIOError(path, exc) from exc
+        stored = self.meta("tenant")
+        if stored is None:
+            self._set_meta("tenant", tenant)
+        elif stored != tenant:
+            raise CorruptFile(path, f"feature store of tenant {stored!r}, expected {tenant!r}")
+
+    # -- meta ------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (key, value))
+
+    @property
+    def applied_seq(self) -> int:
+        v = self.meta("applied_seq")
+        return int(v) if v is not None else 0
+
+    def integrity_ok(self) -> bool:
+        try:
+            row = self._db.execute("PRAGMA quick_check").fetchone()
+        except sqlite3.DatabaseError:
+            return False
+        return bool(row and row[0] == "ok")
+
+    # -- sealing -----------------------------------------------------------------
+    def _aad(self, pos: int, what: bytes) -> bytes:
+        return f"{self._tenant}\x00{pos}\x00".encode() + what
+
+    def _seal_features(self, pos: int, features: npt.NDArray[np.uint64]) -> bytes:
+        raw = np.ascontiguousarray(features, dtype="<u8").tobytes()
+        return self._sealer.seal(raw, self._aad(pos, b"features"))
+
+    def _open_features(self, pos: int, blob: bytes) -> npt.NDArray[np.uint64]:
+        raw = self._sealer.open(blob, self._aad(pos, b"features"), what=f"{self.path} item {pos}")
+        return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+
+    # -- reads -------------------------------------------------------------------
+    def next_pos(self) -> int:
+        row = self._db.execute("SELECT MAX(pos) FROM items").fetchone()
+        return 0 if row[0] is None else int(row[0]) + 1
+
+    def current(self, item_id: str) -> StoredItem | None:
+        row = self._db.execute(
+            "SELECT pos, item_id, version, content_hash, n_shingles, tombstone_epoch, "
+            "media_type, source_time FROM items WHERE item_id=? ORDER BY pos DESC LIMIT 1",
+            (item_id,),
+        ).fetchone()
+        return None if row is None else self._item(row)
+
+    @staticmethod
+    def _item(row: Sequence[Any]) -> StoredItem:
+        return StoredItem(
+            int(row[0]),
+            str(row[1]),
+            int(row[2]),
+            _unsigned(int(row[3])),
+            int(row[4]),
+            None if row[5] is None else int(row[5]),
+            row[6],
+            row[7],
+        )
+
+    def live_count(self) -> int:
+        row = self._db.execute(
+            "SELECT COUNT(*) FROM items WHERE tombstone_epoch IS NULL"
+        ).fetchone()
+        return int(row[0])
+
+    def by_content_hash(self, h: int) -> list[int]:
+        rows = self._db.execute(
+            "SELECT pos FROM items WHERE content_hash=? AND tombstone_epoch IS NULL ORDER BY pos",
+            (_signed(h),),
+        ).fetchall()
+        return [int(r[0]) for r in rows]
+
+    def features(self, positions: Sequence[int]) -> dict[int, tuple[str, npt.NDArray[np.uint64]]]:
+        """``{pos: (item_id, features)}`` for the live positions among ``positions``."""
+        out: dict[int, tuple[str, npt.NDArray[np.uint64]]] = {}
+        ps = [int(p) for p in positions]
+        for lo in range(0, len(ps), 500):
+            chunk = ps[lo : lo + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT pos, item_id, features FROM items WHERE pos IN ({marks}) "  # noqa: S608
+                "AND tombstone_epoch IS NULL AND features IS NOT NULL",
+                chunk,
+            ).fetchall()
+            for pos, item_id, blob in rows:
+                out[int(pos)] = (str(item_id), self._open_features(int(pos), bytes(blob)))
+        return out
+
+    def text(self, pos: int) -> str | None:
+        row = self._db.execute("SELECT text FROM items WHERE pos=?", (pos,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        raw = self._sealer.open(
+            bytes(row[0]), self._aad(pos, b"text"), what=f"{self.path} text {pos}"
+        )
+        return raw.decode("utf-8")
+
+    def live_bandkeys(self, bands: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32]]:
+        """Positions (ascending) and (n, bands) band keys of every live item."""
+        rows = self._db.execute(
+            "SELECT pos, bandkeys FROM items WHERE tombstone_epoch IS NULL ORDER BY pos"
+        ).fetchall()
+        pos = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        keys = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<u4").astype(np.uint32)
+        return pos, keys.reshape(len(rows), bands)
+
+    def idempotent(self, key: str) -> tuple[str, bytes] | None:
+        row = self._db.execute("SELECT body_sha, response FROM idem WHERE key=?", (key,)).fetchone()
+        return None if row is None else (str(row[0]), bytes(row[1]))
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """Every item row in position order (for digests)."""
+        yield from self._db.execute(
+            "SELECT pos, item_id, version, content_hash, n_shingles, features IS NOT NULL, "
+            "tombstone_epoch, media_type, source_time FROM items ORDER BY pos"
+        )
+
+    def all_features(self) -> Iterator[tuple[int, str, npt.NDArray[np.uint64]]]:
+        for pos, item_id, blob in self._db.execute(
+            "SELECT pos, item_id, features FROM items WHERE tombstone_epoch IS NULL "
+            "AND features IS NOT NULL ORDER BY pos"
+        ):
+            yield int(pos), str(item_id), self._open_features(int(pos), bytes(blob))
+
+    def digest(self) -> str:
+        """SHA-256 over the logical content (items, features, tombstones, idempotency)."""
+        h = hashlib.sha256()
+        for row in self.rows():
+            h.update(json.dumps(list(row), separators=(",", ":")).encode())
+        for pos, _item, feats in self.all_features():
+            h.update(pos.to_bytes(8, "little") + feats.astype("<u8").tobytes())
+        for key, body_sha, seq, resp in self._db.execute(
+            "SELECT key, body_sha, seq, response FROM idem ORDER BY key"
+        ):
+            h.update(f"{key}\x00{body_sha}\x00{seq}\x00".encode() + bytes(resp))
+        h.update(str(self.applied_seq).encode())
+        return h.hexdigest()
+
+    # -- writes (each one transaction, advancing applied_seq) ----------------------
+    def apply_upsert(
+        self,
+        seq: int,
+        *,
+        pos: int,
+        item_id: str,
+        content_hash: int,
+        features: npt.NDArray[np.uint64],
+        bandkeys: npt.NDArray[np.uint32],
+        text: str | None,
+        media_type: str | None,
+        source_time: str | None,
+        replaces: int | None,
+        idem: tuple[str, str, bytes] | None,
+    ) -> bool:
+        """Apply an upsert command; False (and nothing changes) if already applied."""
+        if seq <= self.applied_seq:
+            return False
+        sealed_text = (
+            None
+            if text is None
+            else self._sealer.seal(text.encode("utf-8"), self._aad(pos, b"text"))
+        )
+        with self._tx():
+            if replaces is not None:
+                self._db.execute(
+                    "UPDATE items SET tombstone_epoch=? WHERE pos=? AND tombstone_epoch IS NULL",
+                    (seq, replaces),
+                )
+            self._db.execute(
+                "INSERT INTO items(pos, item_id, version, content_hash, n_shingles, features, "
+                "text, bandkeys, media_type, source_time, tombstone_epoch) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
+                (
+                    pos,
+                    item_id,
+                    seq,
+                    _signed(content_hash),
+                    int(features.shape[0]),
+                    self._seal_features(pos, features),
+                    sealed_text,
+                    np.ascontiguousarray(bandkeys, dtype="<u4").tobytes(),
+                    media_type,
+                    source_time,
+                ),
+            )
+            self._idem(seq, idem)
+            self._set_meta("applied_seq", str(seq))
+        return True
+
+    def apply_tombstone(
+        self, seq: int, *, pos: int, epoch: int, idem: tuple[str, str, bytes] | None
+    ) -> bool:
+        if seq <= self.applied_seq:
+            return False
+        with self._tx():
+            self._db.execute(
+                "UPDATE items SET tombstone_epoch=? WHERE pos=? AND tombstone_epoch IS NULL",
+                (epoch, pos),
+            )
+            self._idem(seq, idem)
+            self._set_meta("applied_seq", str(seq))
+        return True
+
+    def apply_compact(self, seq: int) -> int:
+        """Physically drop the features, text and band keys of tombstoned rows (the
+        row itself stays, so the tombstone is remembered); returns rows purged."""
+        if seq <= self.applied_seq:
+            return 0
+        with self._tx():
+            cur = self._db.execute(
+                "UPDATE items SET features=NULL, text=NULL, bandkeys=NULL "
+                "WHERE tombstone_epoch IS NOT NULL AND features IS NOT NULL"
+            )
+            n = cur.rowcount
+            self._set_meta("applied_seq", str(seq))
+        return int(n)
+
+    def apply_noop(self, seq: int) -> None:
+        if seq > self.applied_seq:
+            self._set_meta("applied_seq", str(seq))
+
+    def _idem(self, seq: int, idem: tuple[str, str, bytes] | None) -> None:
+        if idem is not None:
+            key, body_sha, response = idem
+            self._db.execute(
+                "INSERT OR IGNORE INTO idem(key, body_sha, seq, response) VALUES (?,?,?,?)",
+                (key, body_sha, seq, response),
+            )
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> None:
+            self.db.execute("BEGIN IMMEDIATE")
+
+        def __exit__(self, et: object, ev: object, tb: object) -> None:
+            self.db.execute("COMMIT" if et is None else "ROLLBACK")
+
+    def _tx(self) -> FeatureStore._Tx:
+        return FeatureStore._Tx(self._db)
+
+    # -- files -------------------------------------------------------------------
+    def backup_to(self, path: str) -> None:
+        """A consistent copy of the store at ``path`` (SQLite online backup), fsynced."""
+        dest = sqlite3.connect(path)
+        try:
+            self._db.backup(dest)
+            dest.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            dest.close()
+        with open(path, "rb") as fh:
+            os.fsync(fh.fileno())
+
+    def checkpoint(self) -> None:
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,993 @@
+"""One tenant of the service: its scheme, keys, command log, feature store and index.
+
+A tenant's data directory::
+
+    tenant.json              configuration, scheme and key fingerprints
+    CURRENT                  which generation of store + log is live (atomic switch)
+    features-<gen>.sqlite    canonical features (SQLite, WAL; sealed blobs)
+    log-<gen>.ndlog          the command log since that generation began
+    snapshots/snap-<seq>.ndsnap
+
+Guarantees:
+
+* **Isolation.**  Every tenant has its own shingle key (keyed SipHash, derived
+  from the master secret), store, log and index; nothing here can read another
+  tenant's files, and every sealed blob is bound to the tenant id.
+* **Durability.**  A state change is acknowledged only after its command is in
+  the log and fsynced.  Start-up replays the log after the store's last applied
+  command; a torn tail is trimmed (``trimmed_bytes`` is reported), damage in the
+  middle stops start-up with the file and offset.
+* **Determinism.**  Positions and sequence numbers are assigned in command order,
+  candidates are ordered by (score desc, item id), and replaying the same log
+  gives the same :meth:`Tenant.digest`.
+* **Precision.**  A candidate's ``score`` is the exact Jaccard similarity of the
+  stored shingle-hash sets — never an estimate.  Recall is that of the LSH layout:
+  a pair at the threshold is a candidate with probability ``predicted_recall``
+  (reported with every decision); "no candidate" is never proof of uniqueness.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import io
+import json
+import os
+import re
+import shutil
+import tarfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ._crypto import MasterSecret, Sealer
+from ._errors import (
+    Conflict,
+    CorruptFile,
+    EmptyDocument,
+    InvalidConfig,
+    LimitExceeded,
+    NeardupIOError,
+    NotFound,
+    SchemeMismatch,
+)
+from ._fingerprint import canonical_json, fingerprint
+from .cmdlog import Command, CommandLog
+from .config import Config, ShingleSpec
+from .hashing import HashKey, SchemeDescriptor, _hash_encoded
+from .lsh import candidate_probability
+from .minhash import MinHasher
+from .normalize import EncodedTexts, _encode, get_normalizer
+from .online import BandIndex, fold_keys
+from .persist import atomic_write
+from .store import FeatureStore
+
+__all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
+
+_TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+SNAPSHOT_FORMAT = 1
+
+
+def valid_tenant_id(tenant: str) -> str:
+    if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
+        raise InvalidConfig(
+            "tenant_id",
+            tenant,
+            "must be 1-63 of a-z, 0-9, '-', '_' (starting alphanumeric)",
+            "rename the tenant, e.g. 'acme-prod'",
+        )
+    return tenant
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TenantConfig:
+    """A tenant's scheme and limits (frozen, keyword-only, validated, fingerprinted).
+
+    ``threshold`` is the exact Jaccard at which the policy calls a pair a
+    duplicate; ``retain`` is ``hashes`` (default: only sorted shingle-hash sets
+    are kept) or ``text`` (the normalized text too: needed for span explanations
+    and for rebuilds under a new shingle spec).  ``scheme_version`` is part of the
+    key derivation: bump it to rotate the key (a new scheme, never mixed).
+    """
+
+    threshold: float = 0.8
+    shingle: str = "word:5"
+    normalizer: str = "nfkc-casefold"
+    num_perm: int = 128
+    bands: int | None = None
+    rows: int | None = None
+    retain: Literal["hashes", "text"] = "hashes"
+    scheme_version: int = 1
+    policy_version: int = 1
+    max_items: int = 10_000_000
+    max_shingles: int = 100_000
+    max_candidates: int = 100
+    max_bucket_size: int = 1_000
+    rate_per_s: float = 5_000.0
+    burst: int = 10_000
+
+    def __post_init__(self) -> None:
+        if self.retain not in ("hashes", "text"):
+            raise InvalidConfig("retain", self.retain, "unknown retention", "use hashes or text")
+        for name, lo, hi in (
+            ("scheme_version", 1, 1 << 30),
+            ("policy_version", 1, 1 << 30),
+            ("max_items", 1, 1 << 40),
+            ("max_candidates", 1, 10_000),
+            ("max_bucket_size", 2, 1 << 30),
+            ("burst", 1, 1 << 30),
+        ):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise InvalidConfig(name, v, f"must be an integer in [{lo}, {hi}]", "fix the value")
+        r = self.rate_per_s
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1e7:
+            raise InvalidConfig("rate_per_s", r, "must be in (0, 1e7]", "use e.g. 5000")
+        self.dedup_config()  # validates threshold, shingle spec, layout
+
+    def dedup_config(self) -> Config:
+        return Config(
+            threshold=self.threshold,
+            normalizer=self.normalizer,
+            shingle=ShingleSpec.parse(self.shingle, max_shingles=self.max_shingles),
+            hash_algorithm="siphash24",
+            num_perm=self.num_perm,
+            bands=self.bands,
+            rows=self.rows,
+            max_bucket_size=self.max_bucket_size,
+            max_candidates=self.max_candidates,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TenantConfig:
+        if not isinstance(d, dict):
+            raise InvalidConfig(
+                "config", d, "must be a JSON object", 'send e.g. {"threshold": 0.8}'
+            )
+        known = set(cls.__dataclass_fields__)
+        extra = sorted(set(d) - known)
+        if extra:
+            raise InvalidConfig(
+                "config", extra[0], "unknown field", f"use only {', '.join(sorted(known))}"
+            )
+        try:
+            return cls(**d)
+        except TypeError as exc:
+            raise InvalidConfig("config", d, str(exc), "check the field types") from exc
+
+    @property
+    def scheme_fields(self) -> dict[str, Any]:
+        """The fields that change signatures or features (a change needs a new scheme)."""
+        d = self.to_dict()
+        return {
+            k: d[k]
+            for k in (
+                "shingle",
+                "normalizer",
+                "num_perm",
+                "bands",
+                "rows",
+                "scheme_version",
+                "max_shingles",
+            )
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.to_dict())
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """An item's canonical features, ready to query or store."""
+
+    features: npt.NDArray[np.uint64]
+    content_hash: int
+    bandkeys: npt.NDArray[np.uint32]
+    normalized: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A stored item that shares a band (or the exact content) with the query,
+    with its exact Jaccard score."""
+
+    item_id: str
+    score: float
+    shared: int
+    union: int
+    bands: int
+    first_band: int | None
+    method: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "item_id": self.item_id,
+            "score": self.score,
+            "shared": self.shared,
+            "union": self.union,
+            "bands": self.bands,
+            "first_band": self.first_band,
+            "method": self.method,
+        }
+
+
+@dataclass
+class _Counters:
+    upserts: int = 0
+    queries: int = 0
+    capped: int = 0
+    candidates_verified: int = 0
+    last_snapshot_time: float | None = None
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+def _exact(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> tuple[int, int]:
+    inter = int(np.intersect1d(a, b, assume_unique=True).shape[0])
+    return inter, int(a.shape[0] + b.shape[0] - inter)
+
+
+class Tenant:
+    """One tenant's durable state and operations (see the module docstring).
+
+    All state changes are serialized by one lock per tenant; queries do not take
+    it (they read committed state through their own SQLite connection and the
+    index's consistent array references).
+    """
+
+    def __init__(
+        self,
+        root: str,
+        tenant: str,
+        config: TenantConfig,
+        master: MasterSecret,
+        *,
+        max_scan: int = 20_000,
+        compact_delta: int = 16_384,
+    ) -> None:
+        self.root = root
+        self.tenant = valid_tenant_id(tenant)
+        self.config = config
+        self.dedup = config.dedup_config()
+        self.key = HashKey(
+            f"{tenant}/v{config.scheme_version}",
+            master.derive("shingle-key", tenant, version=config.scheme_version, size=16),
+        )
+        self.hasher = MinHasher(self.dedup, key=self.key)
+        self.scheme: SchemeDescriptor = self.hasher.scheme
+        self.bands, self.rows = self.dedup.layout
+        self.predicted_recall = candidate_probability(config.threshold, self.bands, self.rows)
+        self._sealer = Sealer(master.derive("features", tenant, version=config.scheme_version))
+        self._log_sealer = Sealer(master.derive("log", tenant, version=config.scheme_version))
+        self._snap_mac = master.derive("snapshot-mac", tenant, version=config.scheme_version)
+        self._snap_sealer = Sealer(master.derive("snapshot", tenant, version=config.scheme_version))
+        self._master_fp = master.fingerprint
+        self._norm = get_normalizer(config.normalizer)
+        self.max_scan = max_scan
+        self.compact_delta = compact_delta
+        self._lock = threading.RLock()
+        self._compacting = threading.Lock()
+        self.counters = _Counters()
+        self.trimmed_bytes = 0
+        self.replayed = 0
+        self._open()
+
+    # -- files -------------------------------------------------------------------
+    @property
+    def scheme_descriptor(self) -> dict[str, Any]:
+        return {
+            "scheme": self.scheme.to_dict(),
+            "scheme_fingerprint": self.scheme.fingerprint,
+            "config_fingerprint": self.dedup.fingerprint,
+            "tenant_config_fingerprint": self.config.fingerprint,
+            "bands": self.bands,
+            "rows": self.rows,
+        }
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.root, name)
+
+    @classmethod
+    def create(
+        cls, root: str, tenant: str, config: TenantConfig, master: MasterSecret, **kw: Any
+    ) -> Tenant:
+        valid_tenant_id(tenant)
+        os.makedirs(os.path.join(root, "snapshots"), exist_ok=True)
+        meta_path = os.path.join(root, "tenant.json")
+        if os.path.exists(meta_path):
+            raise Conflict(f"tenant {tenant!r} already exists", "use another tenant id")
+        t = cls.__new__(cls)
+        key = HashKey(
+            f"{tenant}/v{config.scheme_version}",
+            master.derive("shingle-key", tenant, version=config.scheme_version, size=16),
+        )
+        doc = {
+            "format": "neardup-tenant-v1",
+            "tenant": tenant,
+            "config": config.to_dict(),
+            "config_fingerprint": config.fingerprint,
+            "key_id": key.key_id,
+            "key_fingerprint": key.fingerprint,
+            "master_fingerprint": master.fingerprint,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        atomic_write(meta_path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        del t
+        return cls(root, tenant, config, master, **kw)
+
+    @classmethod
+    def open_dir(cls, root: str, master: MasterSecret, **kw: Any) -> Tenant:
+        meta_path = os.path.join(root, "tenant.json")
+        try:
+            with open(meta_path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except OSError as exc:
+            raise NeardupIOError(meta_path, exc) from exc
+        except ValueError as exc:
+            raise CorruptFile(meta_path, f"not JSON ({exc})") from exc
+        config = TenantConfig.from_dict(doc["config"])
+        tenant = str(doc["tenant"])
+        if config.fingerprint != doc.get("config_fingerprint"):
+            raise CorruptFile(meta_path, "configuration does not match its fingerprint")
+        key = HashKey(
+            f"{tenant}/v{config.scheme_version}",
+            master.derive("shingle-key", tenant, version=config.scheme_version, size=16),
+        )
+        if key.fingerprint != doc.get("key_fingerprint"):
+            raise SchemeMismatch(
+                f"key {doc.get('key_id')} fingerprint {doc.get('key_fingerprint')}",
+                f"{key.key_id} fingerprint {key.fingerprint} (the master secret changed "
+                "without a new scheme version; a rotated key needs a new scheme and a rebuild, "
+                "never a silent mix)",
+                f"tenant {tenant!r} features",
+            )
+        return cls(root, tenant, config, master, **kw)
+
+    def _current_gen(self) -> int:
+        path = self._path("CURRENT")
+        if not os.path.exists(path):
+            return 0
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return int(json.load(fh)["generation"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptFile(path, f"unreadable generation pointer ({exc})") from exc
+
+    def _open(self) -> None:
+        gen = self._current_gen()
+        self.generation = gen
+        store_path = self._path(f"features-{gen}.sqlite")
+        self.store = FeatureStore(store_path, self._sealer, self.tenant)
+        if not self.store.integrity_ok():
+            raise CorruptFile(store_path, "SQLite integrity check failed")
+        self.log = CommandLog.open(self._path(f"log-{gen}.ndlog"), self._log_sealer, aad=self._aad)
+        self.trimmed_bytes = self.log.trimmed_bytes
+        applied = self.store.applied_seq
+        if applied < self.log.base_seq:
+            raise CorruptFile(
+                store_path,
+                f"store is at sequence {applied} but the log starts after {self.log.base_seq}",
+            )
+        n = 0
+        for cmd in self.log.commands(after=applied):
+            self._apply(cmd, index=False)
+            n += 1
+        self.replayed = n
+        self.log.release()
+        self.seq = max(self.store.applied_seq, self.log.last_seq)
+        self._next_pos = self.store.next_pos()
+        self._build_index()
+
+    def _build_index(self) -> None:
+        idx = BandIndex(
+            bands=self.bands,
+            max_bucket_size=self.config.max_bucket_size,
+            delta_capacity=self.compact_delta,
+        )
+        pos, keys = self.store.live_bandkeys(self.bands)
+        idx.load(pos, keys)
+        self.index = idx
+        self._live = int(pos.shape[0])
+
+    @property
+    def _aad(self) -> bytes:
+        return f"neardup-log\x00{self.tenant}".encode()
+
+    def close(self) -> None:
+        with self._lock:
+            self.log.close()
+            self.store.close()
+
+    # -- features ----------------------------------------------------------------
+    def prepare(self, content: str, *, max_token_bytes: int = 1024) -> Prepared:
+        """Normalize, check limits, hash (keyed) and sign ``content``.
+
+        Raises :class:`LimitExceeded` (422) for content over ``max_document_bytes``,
+        a token longer than ``max_token_bytes`` or more than ``max_shingles``
+        shingles, and :class:`EmptyDocument` when nothing is left to compare.
+        """
+        if not isinstance(content, str):
+            raise InvalidConfig("content", type(content).__name__, "must be a string", "send text")
+        normalized = self._norm(content)
+        enc = _encode(normalized)
+        if len(enc) > self.dedup.max_document_bytes:
+            raise LimitExceeded(
+                f"content is {len(enc)} bytes after normalization, over the "
+                f"{self.dedup.max_document_bytes}-byte limit",
+                "split the item or raise the limit",
+                status=413,
+            )
+        longest = max((len(t) for t in normalized.split()), default=0)
+        if longest > max_token_bytes:
+            raise LimitExceeded(
+                f"a token of {longest} characters exceeds max_token_bytes={max_token_bytes}",
+                "send natural text (token stuffing is refused)",
+            )
+        sets = _hash_encoded(EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme)
+        if sets.raw_counts[0] == 0:
+            raise EmptyDocument(None, "(no shingles after normalization)")
+        if bool(sets.truncated[0]):
+            raise LimitExceeded(
+                f"content has more than max_shingles={self.config.max_shingles} shingles",
+                "split the item, or create the tenant with a larger max_shingles",
+            )
+        sig = self.hasher.from_sets(sets)
+        keys = fold_keys(sig.band_keys()[0])
+        return Prepared(sets.get(0).copy(), int(sets.content_hash[0]), keys, normalized)
+
+    # -- queries -----------------------------------------------------------------
+    def find(
+        self, prep: Prepared, *, limit: int, exclude: int | None = None
+    ) -> tuple[list[Candidate], dict[str, Any]]:
+        """Exactly scored candidates of ``prep`` (best first, at most ``limit``)."""
+        q = self.index.query(prep.bandkeys, max_scan=self.max_scan)
+        same = [p for p in self.store.by_content_hash(prep.content_hash) if p != exclude]
+        pos = q.positions
+        bands_hit = dict(zip(pos.tolist(), q.bands_hit.tolist(), strict=True))
+        first = dict(zip(pos.tolist(), q.first_band.tolist(), strict=True))
+        order = sorted(bands_hit, key=lambda p: (-bands_hit[p], p))
+        cap = self.config.max_candidates
+        capped = q.capped or len(order) > cap
+        chosen = list(dict.fromkeys(same + [p for p in order if p != exclude]))[:cap]
+        feats = self.store.features(chosen)
+        out: list[Candidate] = []
+        for p in chosen:
+            if p not in feats:
+                continue  # tombstoned since the band read
+            item_id, f = feats[p]
+            inter, union = _exact(prep.features, f)
+            score = inter / union if union else 1.0
+            method = "identical" if p in same and inter == union else "minhash-lsh"
+            out.append(
+                Candidate(item_id, score, inter, union, bands_hit.get(p, 0), first.get(p), method)
+            )
+        out.sort(key=lambda c: (-c.score, c.item_id))
+        self.counters.queries += 1
+        self.counters.candidates_verified += len(out)
+        if capped:
+            self.counters.capped += 1
+        info = {
+            "candidates_found": len(order) + len([p for p in same if p not in bands_hit]),
+            "candidates_verified": len(out),
+            "bucket_entries_scanned": q.scanned,
+            "capped": capped,
+        }
+        return out[:limit], info
+
+    def decision(self, cands: list[Candidate], info: dict[str, Any]) -> dict[str, Any]:
+        """duplicate / unique by the policy threshold, with the evidence."""
+        t = self.config.threshold
+        best = cands[0] if cands else None
+        base = {
+            "threshold": t,
+            "policy_version": self.config.policy_version,
+            "predicted_recall": self.predicted_recall,
+            "capped": info["capped"],
+        }
+        if best is not None and best.score >= t:
+            return {
+                **base,
+                "state": "duplicate",
+                "duplicate_of": best.item_id,
+                "score": best.score,
+                "reason": f"exact Jaccard {best.score:.4f} >= threshold {t} "
+                f"({best.shared}/{best.union} shingles shared)",
+            }
+        if best is None:
+            reason = (
+                "no candidate found; a pair at the threshold is found with probability "
+                f"{self.predicted_recall:.4f}, so this is not proof of uniqueness"
+            )
+        else:
+            reason = f"best exact Jaccard {best.score:.4f} < threshold {t}"
+        return {**base, "state": "unique", "score": best.score if best else None, "reason": reason}
+
+    def _envelope(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant,
+            "method": "minhash-lsh+exact-jaccard",
+            "scheme_fingerprint": self.scheme.fingerprint,
+            "scheme_version": self.config.scheme_version,
+            "policy_version": self.config.policy_version,
+        }
+
+    def candidates(
+        self, content: str, *, limit: int, max_token_bytes: int = 1024
+    ) -> dict[str, Any]:
+        prep = self.prepare(content, max_token_bytes=max_token_bytes)
+        cands, info = self.find(prep, limit=limit)
+        return {
+            **self._envelope(),
+            "candidates": [c.to_dict() for c in cands],
+            **info,
+            "decision": self.decision(cands, info),
+        }
+
+    def decide(self, content: str, *, max_token_bytes: int = 1024) -> dict[str, Any]:
+        prep = self.prepare(content, max_token_bytes=max_token_bytes)
+        cands, info = self.find(prep, limit=self.config.max_candidates)
+        d = self.decision(cands, info)
+        return {
+            **self._envelope(),
+            "decision": d,
+            "evidence": [c.to_dict() for c in cands[:5]],
+            **info,
+        }
+
+    def verify(self, left: str, right: str) -> dict[str, Any]:
+        """Exact Jaccard of two stored, live items under the tenant's policy."""
+        items = []
+        for item_id in (left, right):
+            cur = self.store.current(item_id)
+            if cur is None or not cur.live:
+                raise NotFound(
+                    f"item {item_id!r} is not stored (or is tombstoned)", "upsert it first"
+                )
+            items.append(cur)
+        feats = self.store.features([items[0].pos, items[1].pos])
+        inter, union = _exact(feats[items[0].pos][1], feats[items[1].pos][1])
+        score = inter / union if union else 1.0
+        t = self.config.threshold
+        return {
+            **self._envelope(),
+            "left": left,
+            "right": right,
+            "score": score,
+            "shared": inter,
+            "union": union,
+            "threshold": t,
+            "state": "duplicate" if score >= t else "distinct",
+        }
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        """The stored version of ``item_id`` (metadata only; never content)."""
+        cur = self.store.current(item_id)
+        if cur is None:
+            raise NotFound(f"item {item_id!r} was never stored", "check the item id")
+        return {
+            **self._envelope(),
+            "item_id": item_id,
+            "version": cur.version,
+            "live": cur.live,
+            "tombstone_epoch": cur.tombstone_epoch,
+            "shingles": cur.n_shingles,
+            "media_type": cur.media_type,
+            "source_time": cur.source_time,
+        }
+
+    # -- state changes -----------------------------------------------------------
+    @staticmethod
+    def body_sha(body: dict[str, Any]) -> str:
+        return hashlib.sha256(canonical_json(body).encode()).hexdigest()
+
+    def _idempotent(self, key: str | None, body: dict[str, Any]) -> dict[str, Any] | None:
+        if not key:
+            return None
+        prev = self.store.idempotent(key)
+        if prev is None:
+            return None
+        if prev[0] != self.body_sha(body):
+            raise Conflict(
+                f"idempotency key {key!r} was used with a different request body",
+                "use a new idempotency key for a new request",
+            )
+        stored: dict[str, Any] = json.loads(prev[1])
+        return stored
+
+    def upsert(
+        self,
+        *,
+        item_id: str,
+        content: str,
+        media_type: str | None = None,
+        source_time: str | None = None,
+        idempotency_key: str | None = None,
+        replace: bool = False,
+        body: dict[str, Any] | None = None,
+        max_token_bytes: int = 1024,
+    ) -> dict[str, Any]:
+        """Store an item and return its exactly scored candidates among earlier items."""
+        if not isinstance(item_id, str) or not 0 < len(item_id) <= 256:
+            raise InvalidConfig("item_id", item_id, "must be a 1-256 character string", "send one")
+        body = body if body is not None else {"item_id": item_id, "content": content}
+        prep = self.prepare(content, max_token_bytes=max_token_bytes)
+        with self._lock:
+            stored = self._idempotent(idempotency_key, body)
+            if stored is not None:
+                return stored
+            cur = self.store.current(item_id)
+            replaces = None
+            if cur is not None and cur.live:
+                same = self.store.features([cur.pos]).get(cur.pos)
+                if same is not None and np.array_equal(same[1], prep.features):
+                    return {
+                        **self._envelope(),
+                        "item_id": item_id,
+                        "status": "unchanged",
+                        "version": cur.version,
+                        "seq": self.seq,
+                        "candidates": [],
+                    }
+                if not replace:
+                    raise Conflict(
+                        f"item {item_id!r} is stored (version {cur.version}) with other content",
+                        "send replace=true to store a new version, or use a new item id",
+                    )
+                replaces = cur.pos
+            if replaces is None and self._live >= self.config.max_items:
+                raise LimitExceeded(
+                    f"tenant {self.tenant!r} holds {self._live} items, its quota is "
+                    f"{self.config.max_items}",
+                    "tombstone and compact items, or ask an operator to raise max_items",
+                    status=429,
+                )
+            cands, info = self.find(prep, limit=self.config.max_candidates, exclude=replaces)
+            seq, pos = self.seq + 1, self._next_pos
+            response = {
+                **self._envelope(),
+                "item_id": item_id,
+                "seq": seq,
+                "version": seq,
+                "status": "replaced" if replaces is not None else "inserted",
+                "candidates": [c.to_dict() for c in cands],
+                **info,
+                "decision": self.decision(cands, info),
+            }
+            text = prep.normalized if self.config.retain == "text" else None
+            feats = np.ascontiguousarray(prep.features, dtype="<u8").tobytes()
+            keys = np.ascontiguousarray(prep.bandkeys, dtype="<u4").tobytes()
+            tb = text.encode("utf-8") if text is not None else b""
+            header = {
+                "op": "upsert",
+                "item_id": item_id,
+                "pos": pos,
+                "content_hash": prep.content_hash,
+                "replaces": replaces,
+                "media_type": media_type,
+                "source_time": source_time,
+                "n_features": int(prep.features.shape[0]),
+                "text_bytes": len(tb) if text else None,
+                "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
+                "response": response,
+            }
+            cmd = Command(seq, header, feats + keys + tb)
+            self.log.append(cmd)
+            self._apply(cmd, index=True)
+            self.counters.upserts += 1
+        self._maybe_compact_index()
+        return response
+
+    def tombstone(
+        self, item_id: str, *, epoch: int | None = None, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Logically delete ``item_id``: never returned again; purged at compaction.
+
+        ``epoch`` is the version the caller saw; a tombstone older than the stored
+        version (the item was rewritten since) is refused with :class:`Conflict`.
+        """
+        body = {"op": "tombstone", "item_id": item_id, "epoch": epoch}
+        with self._lock:
+            stored = self._idempotent(idempotency_key, body)
+            if stored is not None:
+                return stored
+            cur = self.store.current(item_id)
+            if cur is None or not cur.live:
+                raise NotFound(
+                    f"item {item_id!r} is not stored (or already tombstoned)", "check the item id"
+                )
+            if epoch is not None and epoch < cur.version:
+                raise Conflict(
+                    f"tombstone epoch {epoch} is older than item {item_id!r} version {cur.version}",
+                    f"re-read the item and send epoch >= {cur.version}",
+                )
+            seq = self.seq + 1
+            response = {
+                **self._envelope(),
+                "item_id": item_id,
+                "seq": seq,
+                "tombstoned": True,
+                "epoch": epoch if epoch is not None else seq,
+            }
+            header = {
+                "op": "tombstone",
+                "item_id": item_id,
+                "pos": cur.pos,
+                "epoch": response["epoch"],
+                "response": response,
+                "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
+            }
+            cmd = Command(seq, header)
+            self.log.append(cmd)
+            self._apply(cmd, index=True)
+        return response
+
+    def compact(self) -> dict[str, Any]:
+        """Merge the index delta, drop tombstones from the index, purge their features."""
+        with self._lock:
+            seq = self.seq + 1
+            cmd = Command(seq, {"op": "compact"})
+            self.log.append(cmd)
+            purged = self._apply(cmd, index=True)
+        dropped = self.index.compact()
+        return {
+            **self._envelope(),
+            "seq": seq,
+            "purged_features": purged,
+            "index_entries_dropped": dropped,
+            "index_bytes": self.index.nbytes,
+        }
+
+    def _maybe_compact_index(self) -> None:
+        if self.index.needs_compaction() and self._compacting.acquire(blocking=False):
+
+            def run() -> None:
+                try:
+                    self.index.compact()
+                finally:
+                    self._compacting.release()
+
+            threading.Thread(target=run, name=f"compact-{self.tenant}", daemon=True).start()
+
+    def _apply(self, cmd: Command, *, index: bool) -> int:
+        h = cmd.header
+        op = h.get("op")
+        idem = None
+        if h.get("idem"):
+            idem = (h["idem"][0], h["idem"][1], canonical_json(h["response"]).encode())
+        if op == "upsert":
+            nf = int(h["n_features"])
+            feats = np.frombuffer(cmd.blob, dtype="<u8", count=nf).astype(np.uint64)
+            kb = cmd.blob[8 * nf : 8 * nf + 4 * self.bands]
+            keys = np.frombuffer(kb, dtype="<u4").astype(np.uint32)
+            text = None
+            if h.get("text_bytes") is not None:
+                text = cmd.blob[8 * nf + 4 * self.bands :].decode("utf-8")
+            pos = int(h["pos"])
+            self.store.apply_upsert(
+                cmd.seq,
+                pos=pos,
+                item_id=h["item_id"],
+                content_hash=int(h["content_hash"]),
+                features=feats,
+                bandkeys=keys,
+                text=text,
+                media_type=h.get("media_type"),
+                source_time=h.get("source_time"),
+                replaces=h.get("replaces"),
+                idem=idem,
+            )
+            if index:
+                old = h.get("replaces")
+                if old is not None and self.index.tombstone(int(old)):
+                    self._live -= 1
+                self.index.add(pos, keys)
+                self._live += 1
+            self._next_pos = max(self._next_pos, pos + 1) if hasattr(self, "_next_pos") else pos + 1
+        elif op == "tombstone":
+            self.store.apply_tombstone(cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem)
+            if index and self.index.tombstone(int(h["pos"])):
+                self._live -= 1
+        elif op == "compact":
+            n = self.store.apply_compact(cmd.seq)
+            self.seq = max(getattr(self, "seq", 0), cmd.seq)
+            return n
+        else:
+            raise CorruptFile(self.log.path, f"unknown command {op!r} at sequence {cmd.seq}")
+        self.seq = max(getattr(self, "seq", 0), cmd.seq)
+        return 0
+
+    # -- inspection --------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._live
+
+    def digest(self) -> str:
+        """SHA-256 of the logical state: store content + index membership."""
+        h = hashlib.sha256(self.store.digest().encode())
+        pos, keys = self.store.live_bandkeys(self.bands)
+        h.update(pos.astype("<i8").tobytes() + keys.astype("<u4").tobytes())
+        live = np.array([p for p in pos.tolist() if self.index.is_live(p)], dtype="<i8")
+        h.update(live.tobytes())
+        return h.hexdigest()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self._envelope(),
+            "items": self._live,
+            "seq": self.seq,
+            "generation": self.generation,
+            "index_bytes": self.index.nbytes,
+            "index_bytes_per_item": self.index.nbytes / max(self._live, 1),
+            "index_delta": self.index.delta_size,
+            "bucket_overflow": self.index.overflow,
+            "bands": self.bands,
+            "rows": self.rows,
+            "predicted_recall": self.predicted_recall,
+            "replayed_at_start": self.replayed,
+            "trimmed_bytes_at_start": self.trimmed_bytes,
+            "last_snapshot_time": self.counters.last_snapshot_time,
+            "retain": self.config.retain,
+        }
+
+    # -- snapshots ---------------------------------------------------------------
+    def snapshot(self) -> bytes:
+        """A self-verifying snapshot of this tenant (also kept under ``snapshots/``).
+
+        Layout: an uncompressed tar of ``manifest.json`` (format version, tenant,
+        scheme descriptor, last applied sequence, per-file SHA-256), ``manifest.hmac``
+        (HMAC-SHA256 of the manifest under the tenant's snapshot key) and
+        ``features.sqlite.sealed`` (the store, AES-GCM sealed).  Never contains the
+        master secret or any key.
+        """
+        with self._lock:
+            tmp = self._path(f".snap-{self.seq}.sqlite")
+            try:
+                self.store.backup_to(tmp)
+                with open(tmp, "rb") as fh:
+                    db = fh.read()
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            seq = self.seq
+        sealed = self._snap_sealer.seal(db, f"snapshot\x00{self.tenant}\x00{seq}".encode())
+        manifest = {
+            "format": "neardup-snapshot",
+            "format_version": SNAPSHOT_FORMAT,
+            "tenant": self.tenant,
+            "last_seq": seq,
+            "tenant_config": self.config.to_dict(),
+            **self.scheme_descriptor,
+            "files": {
+                "features.sqlite.sealed": {
+                    "sha256": hashlib.sha256(sealed).hexdigest(),
+                    "bytes": len(sealed),
+                }
+            },
+        }
+        mbytes = (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+        mac = hmac.new(self._snap_mac, mbytes, "sha256").hexdigest().encode()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+            for name, data in (
+                ("manifest.json", mbytes),
+                ("manifest.hmac", mac),
+                ("features.sqlite.sealed", sealed),
+            ):
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mtime = 0
+                info.mode = 0o600
+                tar.addfile(info, io.BytesIO(data))
+        blob = buf.getvalue()
+        atomic_write(self._path(os.path.join("snapshots", f"snap-{seq:012d}.ndsnap")), blob)
+        self.counters.last_snapshot_time = time.time()
+        return blob
+
+    def _verify_snapshot(self, blob: bytes) -> tuple[dict[str, Any], bytes]:
+        what = f"snapshot for tenant {self.tenant!r}"
+        try:
+            with tarfile.open(fileobj=io.BytesIO(blob), mode="r:") as tar:
+                members = {}
+                for m in tar.getmembers():
+                    if not m.isfile() or m.name not in (
+                        "manifest.json",
+                        "manifest.hmac",
+                        "features.sqlite.sealed",
+                    ):
+                        raise CorruptFile(what, f"unexpected member {m.name!r}")
+                    fh = tar.extractfile(m)
+                    members[m.name] = fh.read() if fh else b""
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            raise CorruptFile(what, f"not a neardup snapshot archive ({exc})") from exc
+        for need in ("manifest.json", "manifest.hmac", "features.sqlite.sealed"):
+            if need not in members:
+                raise CorruptFile(what, f"member {need!r} is missing")
+        mbytes = members["manifest.json"]
+        try:
+            manifest = json.loads(mbytes)
+        except ValueError as exc:
+            raise CorruptFile(what, f"manifest is not JSON ({exc})") from exc
+        if manifest.get("format") != "neardup-snapshot":
+            raise CorruptFile(what, "manifest is not a neardup snapshot manifest")
+        if manifest.get("format_version") != SNAPSHOT_FORMAT:
+            raise CorruptFile(what, f"format version {manifest.get('format_version')} unsupported")
+        if manifest.get("tenant") != self.tenant:
+            raise Conflict(
+                f"snapshot belongs to tenant {manifest.get('tenant')!r}, not {self.tenant!r}",
+                "restore it into its own tenant",
+            )
+        for k in ("scheme_fingerprint", "config_fingerprint"):
+            if manifest.get(k) != self.scheme_descriptor[k]:
+                raise SchemeMismatch(
+                    str(manifest.get(k)), self.scheme_descriptor[k], "a snapshot and a tenant"
+                )
+        want = hmac.new(self._snap_mac, mbytes, "sha256").hexdigest().encode()
+        if not hmac.compare_digest(want, members["manifest.hmac"]):
+            raise CorruptFile(what, "manifest HMAC does not verify (tampered or another key)")
+        sealed = members["features.sqlite.sealed"]
+        entry = manifest.get("files", {}).get("features.sqlite.sealed", {})
+        if hashlib.sha256(sealed).hexdigest() != entry.get("sha256"):
+            raise CorruptFile(what, "features.sqlite.sealed fails its SHA-256")
+        seq = int(manifest["last_seq"])
+        db = self._snap_sealer.open(
+            sealed, f"snapshot\x00{self.tenant}\x00{seq}".encode(), what=what
+        )
+        return manifest, db
+
+    def restore(self, blob: bytes) -> dict[str, Any]:
+        """Replace this tenant's state by a snapshot, after verifying all of it.
+
+        Refuses (before touching live state) a damaged or tampered snapshot
+        (:class:`CorruptFile`), another tenant's (:class:`Conflict`) or another
+        scheme's (:class:`SchemeMismatch`).  The switch is atomic: a new
+        generation of store and log is written aside, then ``CURRENT`` is replaced.
+        """
+        manifest, db = self._verify_snapshot(blob)
+        seq = int(manifest["last_seq"])
+        with self._lock:
+            gen = self.generation + 1
+            new_store = self._path(f"features-{gen}.sqlite")
+            for p in (new_store, new_store + "-wal", new_store + "-shm"):
+                if os.path.exists(p):
+                    os.unlink(p)
+            atomic_write(new_store, db)
+            check = FeatureStore(new_store, self._sealer, self.tenant)
+            try:
+                if not check.integrity_ok() or check.applied_seq != seq:
+                    raise CorruptFile(new_store, "restored store fails its integrity check")
+                check.checkpoint()
+            finally:
+                check.close()
+            CommandLog.create(
+                self._path(f"log-{gen}.ndlog"), self._log_sealer, aad=self._aad, base_seq=seq
+            ).close()
+            old = self.generation
+            self.log.close()
+            self.store.close()
+            atomic_write(self._path("CURRENT"), json.dumps({"generation": gen}).encode())
+            self._open()
+            for name in (
+                f"features-{old}.sqlite",
+                f"features-{old}.sqlite-wal",
+                f"features-{old}.sqlite-shm",
+                f"log-{old}.ndlog",
+            ):
+                p = self._path(name)
+                if os.path.exists(p):
+                    os.unlink(p)
+        return {
+            **self._envelope(),
+            "restored_seq": seq,
+            "items": self._live,
+            "generation": self.generation,
+        }
+
+    def destroy(self) -> None:
+        self.close()
+        shutil.rmtree(self.root)

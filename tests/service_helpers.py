@@ -1,0 +1,113 @@
+"""Start and stop real ``neardup serve`` processes for integration tests."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """One ``neardup serve`` process on a free loopback port."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        operator_tenants: tuple[str, ...] = ("t1",),
+        master_key_file: Path | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.data_dir = data_dir
+        self.master_key_file = master_key_file or Path(str(data_dir) + ".master.key")
+        self.token_file = Path(str(data_dir) + ".token")
+        self.operator_tenants = operator_tenants
+        self.extra = extra
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def start(self) -> Server:
+        self.port = free_port()
+        cmd = [
+            EXE,
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--port",
+            str(self.port),
+            "--master-key-file",
+            str(self.master_key_file),
+            "--bootstrap-token-file",
+            str(self.token_file),
+            *self.extra,
+        ]
+        for t in self.operator_tenants:
+            cmd += ["--operator-tenant", t]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                _, err = self.proc.communicate()
+                raise RuntimeError(f"server exited {self.proc.returncode}: {err.decode()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("server did not become healthy")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def operator_token(self) -> str:
+        return self.token_file.read_text().strip()
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def kill9(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> str:
+        err = b""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                _, err = self.proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+        return err.decode(errors="replace")
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def producer(server: Server, op: httpx.Client, tenant: str) -> httpx.Client:
+    r = op.post("/v1/keys", json={"role": "producer", "tenants": [tenant]})
+    r.raise_for_status()
+    return server.client(r.json()["token"])

@@ -1,0 +1,122 @@
+"""Command log: durability format, torn tails trimmed, middle damage refused."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup._crypto import Sealer
+from neardup._errors import CorruptFile
+from neardup.cmdlog import Command, CommandLog
+
+SEAL = Sealer(bytes(range(32)))
+
+
+def fill(path: Path, n: int) -> list[int]:
+    log = CommandLog.open(str(path), SEAL, aad=b"t")
+    ends = []
+    for i in range(1, n + 1):
+        log.append(Command(i, {"op": "upsert", "i": i}, b"x" * i))
+        ends.append(os.path.getsize(path))
+    log.close()
+    return ends
+
+
+def read(path: Path) -> list[int]:
+    log = CommandLog.open(str(path), SEAL, aad=b"t")
+    try:
+        return [c.seq for c in log.commands()]
+    finally:
+        log.close()
+
+
+def test_round_trip_and_group_commit(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    fill(p, 3)
+    log = CommandLog.open(str(p), SEAL, aad=b"t")
+    log.append_many([Command(4, {"op": "a"}), Command(5, {"op": "b"}, b"\x00\xff")])
+    log.close()
+    log = CommandLog.open(str(p), SEAL, aad=b"t")
+    cmds = list(log.commands())
+    assert [c.seq for c in cmds] == [1, 2, 3, 4, 5]
+    assert cmds[-1].blob == b"\x00\xff" and cmds[0].header == {"op": "upsert", "i": 1}
+    assert [c.seq for c in log.commands(after=3)] == [4, 5]
+    with pytest.raises(CorruptFile, match="refusing to append seq 5"):
+        log.append(Command(5, {"op": "again"}))
+    log.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 400))
+def test_any_torn_tail_is_trimmed_to_the_last_whole_record(tmp_path_factory, cut: int) -> None:
+    p = tmp_path_factory.mktemp("torn") / "log"
+    ends = fill(p, 4)
+    size = ends[-1]
+    cut = min(cut, size - ends[-2])  # only the last record is torn
+    with open(p, "r+b") as fh:
+        fh.truncate(size - cut)
+    log = CommandLog.open(str(p), SEAL, aad=b"t")
+    assert [c.seq for c in log.commands()] == [1, 2, 3]
+    assert log.trimmed_bytes == size - cut - ends[-2]
+    # The log continues cleanly after the trim.
+    log.append(Command(4, {"op": "redo"}))
+    log.close()
+    assert read(p) == [1, 2, 3, 4]
+
+
+def test_garbage_tail_and_bad_checksum_on_last_record_are_trimmed(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 3)
+    with open(p, "ab") as fh:
+        fh.write(b"\xd5ND")  # a torn record magic
+    assert read(p) == [1, 2, 3]
+    with open(p, "r+b") as fh:
+        fh.seek(ends[-1] - 3)
+        fh.write(b"\x00\x00\x00")
+    log = CommandLog.open(str(p), SEAL, aad=b"t")
+    assert [c.seq for c in log.commands()] == [1, 2]
+    log.close()
+
+
+def test_damage_in_the_middle_is_refused_with_offset(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 4)
+    with open(p, "r+b") as fh:
+        fh.seek(ends[0] + 20)
+        b = fh.read(1)
+        fh.seek(ends[0] + 20)
+        fh.write(bytes([b[0] ^ 0xFF]))
+    with pytest.raises(CorruptFile, match=f"byte offset {ends[0]}"):
+        CommandLog.open(str(p), SEAL, aad=b"t")
+    # and the file was not trimmed
+    assert os.path.getsize(p) == ends[-1]
+
+
+def test_damaged_length_in_the_middle_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 4)
+    with open(p, "r+b") as fh:
+        fh.seek(ends[1] + 4)
+        fh.write((10**8).to_bytes(4, "little"))
+    with pytest.raises(CorruptFile, match=f"damaged record length at byte offset {ends[1]}"):
+        CommandLog.open(str(p), SEAL, aad=b"t")
+
+
+def test_other_key_or_tenant_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    fill(p, 2)
+    with pytest.raises(CorruptFile, match="authentication failed"):
+        CommandLog.open(str(p), Sealer(bytes(32)), aad=b"t")
+    with pytest.raises(CorruptFile, match="authentication failed"):
+        CommandLog.open(str(p), SEAL, aad=b"other-tenant")
+
+
+def test_bad_header_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    p.write_bytes(b"not a log at all, definitely")
+    with pytest.raises(CorruptFile, match="not a neardup command log"):
+        CommandLog.open(str(p), SEAL, aad=b"t")

@@ -1,0 +1,203 @@
+"""The service through real ``neardup serve`` processes and HTTP clients."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service_helpers import Server, producer
+
+SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+
+
+def test_seed_demonstration_over_http(tmp_path: Path) -> None:
+    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
+        assert op.put("/v1/tenants/t1", json=SEED).status_code == 200
+        bad = op.put("/v1/tenants/t1", json={**SEED, "num_perm": 31})
+        assert bad.status_code == 400 and "num_perm" in bad.json()["message"]
+        assert "fix" in bad.json()["message"] and bad.json()["fix"]
+        other = op.put("/v1/tenants/t1", json={**SEED, "shingle": "word:3"})
+        assert other.status_code == 409  # the tenant exists under another scheme
+        with producer(srv, op, "t1") as p:
+            a = p.post(
+                "/v1/tenants/t1/items", json={"item_id": "A", "content": "red fox runs very fast"}
+            )
+            assert a.status_code == 200 and a.json()["candidates"] == []
+            b = p.post(
+                "/v1/tenants/t1/items",
+                json={"item_id": "B", "content": "red fox runs very fast today"},
+            ).json()
+            cand = b["candidates"][0]
+            assert (cand["item_id"], cand["score"], cand["shared"], cand["union"]) == (
+                "A",
+                0.8,
+                4,
+                5,
+            )
+            assert b["decision"]["state"] == "duplicate"
+            for k in ("method", "scheme_fingerprint", "policy_version", "scheme_version"):
+                assert k in b
+            assert b["decision"]["threshold"] == 0.75
+            c = p.post(
+                "/v1/tenants/t1/items",
+                json={"item_id": "C", "content": "database backup completed nightly"},
+            ).json()
+            assert c["candidates"] == [] and c["decision"]["state"] == "unique"
+            v = p.post("/v1/tenants/t1/verify", json={"left": "A", "right": "B"}).json()
+            assert v["score"] == 0.8 and v["state"] == "duplicate"
+            assert p.delete("/v1/tenants/t1/items/A").status_code == 200
+            q = p.post("/v1/tenants/t1/candidates", json={"content": "red fox runs very fast"})
+            assert [x["item_id"] for x in q.json()["candidates"]] == ["B"]
+        assert op.post("/v1/tenants/t1/compact").status_code == 200
+        digest = op.get("/v1/tenants/t1/digest").json()["digest"]
+        snap = op.post("/v1/tenants/t1/snapshot")
+        assert snap.status_code == 200
+    # A fresh data directory (same master secret, outside both data dirs).
+    fresh = Server(tmp_path / "fresh", master_key_file=tmp_path / "data.master.key")
+    with fresh, fresh.client(fresh.operator_token) as op:
+        assert op.put("/v1/tenants/t1", json=SEED).status_code == 200
+        flipped = bytearray(snap.content)
+        flipped[len(flipped) // 3] ^= 0x10
+        r = op.post("/v1/tenants/t1/restore", content=bytes(flipped))
+        assert r.status_code == 400 and r.json()["error"] == "corrupt"
+        r = op.post("/v1/tenants/t1/restore", content=snap.content)
+        assert r.status_code == 200, r.text
+        assert op.get("/v1/tenants/t1/digest").json()["digest"] == digest
+        item = op.get("/v1/tenants/t1/items/A").json()
+        assert item["live"] is False and item["tombstone_epoch"] is not None
+
+
+def test_acknowledged_upserts_survive_kill_9_and_a_torn_tail(tmp_path: Path) -> None:
+    srv = Server(tmp_path / "data").start()
+    op = srv.client(srv.operator_token)
+    op.put("/v1/tenants/t1", json={"threshold": 0.8, "shingle": "word:3"}).raise_for_status()
+    p = producer(srv, op, "t1")
+    acked: list[str] = []
+    stop = threading.Event()
+
+    def stream() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                r = p.post(
+                    "/v1/tenants/t1/items",
+                    json={
+                        "item_id": f"i{i}",
+                        "content": f"item number {i} says hello to the world {i * 7}",
+                        "idempotency_key": f"k{i}",
+                    },
+                )
+            except httpx.HTTPError:
+                return
+            if r.status_code == 200:
+                acked.append(f"i{i}")
+            i += 1
+
+    th = threading.Thread(target=stream)
+    th.start()
+    while len(acked) < 150:
+        time.sleep(0.01)
+    srv.kill9()
+    stop.set()
+    th.join()
+    p.close()
+    op.close()
+    logs = list((tmp_path / "data" / "tenants" / "t1").glob("log-*.ndlog"))
+    with open(logs[0], "ab") as fh:
+        fh.write(b"\xd5NDR\x40\x00\x00\x00partial")  # a torn record at the tail
+    srv2 = Server(tmp_path / "data").start()
+    try:
+        with srv2.client(srv.operator_token) as op2:
+            stats = op2.get("/v1/tenants/t1").json()
+            assert stats["trimmed_bytes_at_start"] > 0
+            assert stats["items"] >= len(acked)
+            for item in acked:
+                r = op2.get(f"/v1/tenants/t1/items/{item}")
+                assert r.status_code == 200 and r.json()["live"], item
+    finally:
+        srv2.stop()
+
+
+def test_corruption_in_the_middle_stops_start_up(tmp_path: Path) -> None:
+    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=SEED).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            for i in range(5):
+                p.post(
+                    "/v1/tenants/t1/items",
+                    json={"item_id": f"x{i}", "content": f"some text number {i} here"},
+                ).raise_for_status()
+    log = next((tmp_path / "data" / "tenants" / "t1").glob("log-*.ndlog"))
+    raw = bytearray(log.read_bytes())
+    raw[200] ^= 0xFF
+    log.write_bytes(bytes(raw))
+    # Remove the store so start-up must replay (and meet the damage).
+    for f in log.parent.glob("features-*"):
+        f.unlink()
+    srv = Server(tmp_path / "data")
+    with pytest.raises(RuntimeError, match="byte offset"):
+        srv.start()
+
+
+def test_bad_requests_get_4xx_never_5xx(tmp_path: Path) -> None:
+    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json={**SEED, "rate_per_s": 1000.0}).raise_for_status()
+        with producer(srv, op, "t1") as p, srv.client() as anon:
+            u = "/v1/tenants/t1/items"
+            cases = [
+                (anon.post(u, json={"item_id": "a", "content": "x y"}), 401),
+                (p.post(u, content=b"{not json"), 400),
+                (p.post(u, content=b"\xff\xfe\x00"), 400),
+                (p.post(u, content=b"x" * (2 << 20)), 413),
+                (p.post(u, json=["a", "list"]), 400),
+                (p.post(u, json={"item_id": "a"}), 400),
+                (p.post(u, json={"item_id": "a", "content": 5}), 400),
+                (p.post(u, json={"item_id": "a", "content": "x", "evil": 1}), 400),
+                (p.post(u, json={"item_id": "a", "content": "   "}), 422),
+                (p.post(u, json={"item_id": "a", "content": "a " + "b" * 5000}), 422),
+                (p.post(u, json={"item_id": "a", "content_uri": "http://example.com/x"}), 400),
+                (p.post(u, json={"item_id": "a", "content_uri": "file:///etc/passwd"}), 400),
+                (p.post("/v1/tenants/t2/items", json={"item_id": "a", "content": "x y"}), 403),
+                (p.post("/v1/tenants/t1/snapshot"), 403),
+                (p.post("/v1/tenants/t1/candidates", json={"content": "x y", "limit": 10**6}), 422),
+                (p.get("/v1/tenants/t1/items/nope"), 404),
+                (p.delete("/v1/tenants/t1/items/nope?epoch=x"), 400),
+                (p.get("/no/such/route"), 404),
+                (op.post("/v1/tenants/t1/restore", content=b"not a snapshot"), 400),
+            ]
+            for resp, want in cases:
+                assert resp.status_code == want, (resp.request.url, resp.text)
+                body = resp.json()
+                assert body["error"] and body["message"]
+            ok = p.post(
+                u, json={"item_id": "k", "content": "one two three", "idempotency_key": "z"}
+            )
+            assert ok.status_code == 200
+            again = p.post(
+                u, json={"item_id": "k", "content": "one two three", "idempotency_key": "z"}
+            )
+            assert again.json() == ok.json()
+            other = p.post(
+                u, json={"item_id": "k2", "content": "four five", "idempotency_key": "z"}
+            )
+            assert other.status_code == 409
+        metrics = httpx.get(f"{srv.url}/metrics").text
+        assert 'neardup_requests_total{route="upsert",status="409"} 1.0' in metrics
+        assert "neardup_items" in metrics
+        spec = httpx.get(f"{srv.url}/openapi.json").json()
+        assert "/v1/tenants/{tenant}/items" in spec["paths"]
+
+
+def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
+    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json={**SEED, "rate_per_s": 0.5, "burst": 2}).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            codes = [
+                p.post("/v1/tenants/t1/candidates", json={"content": "a b c"}) for _ in range(3)
+            ]
+            assert [c.status_code for c in codes] == [200, 200, 429]
+            assert int(codes[2].headers["Retry-After"]) >= 1
