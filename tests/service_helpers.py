@@ -59,12 +59,16 @@ class Server:
         ]
         for t in self.operator_tenants:
             cmd += ["--operator-tenant", t]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # A file, not a pipe: an unread pipe fills up and blocks the server.
+        self.log_path = Path(str(self.data_dir) + f".{self.port}.log")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                _, err = self.proc.communicate()
-                raise RuntimeError(f"server exited {self.proc.returncode}: {err.decode()[-3000:]}")
+                self._log.close()
+                err = self.log_path.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"server exited {self.proc.returncode}: {err}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
                     return self
@@ -89,16 +93,18 @@ class Server:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        self._log.close()
 
     def stop(self) -> str:
-        err = b""
+        """Stop (SIGTERM, then SIGKILL) and return the server's output."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                _, err = self.proc.communicate(timeout=30)
+                self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill9()
-        return err.decode(errors="replace")
+        self._log.close()
+        return self.log_path.read_text(errors="replace")
 
     def __enter__(self) -> Server:
         return self.start()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from service_helpers import Server, producer
 
@@ -201,3 +203,53 @@ def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
             ]
             assert [c.status_code for c in codes] == [200, 200, 429]
             assert int(codes[2].headers["Retry-After"]) >= 1
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=5)
+    ),
+    max_leaves=12,
+)
+item_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "item_id": json_values | st.text(max_size=300),
+        "content": json_values | st.text(max_size=200),
+        "content_uri": st.text(max_size=40) | st.just("file:///etc/hostname"),
+        "media_type": json_values,
+        "idempotency_key": json_values,
+        "replace": json_values,
+        "limit": json_values,
+        "tenant_id": json_values,
+        "normalization_version": json_values,
+        "left": json_values,
+        "right": json_values,
+    },
+)
+
+
+def test_fuzzed_requests_never_get_a_5xx(tmp_path: Path) -> None:
+    routes = ["items", "candidates", "decide", "verify"]
+    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
+        op.put(
+            "/v1/tenants/t1", json={**SEED, "rate_per_s": 1e6, "burst": 10**6}
+        ).raise_for_status()
+        with producer(srv, op, "t1") as p:
+
+            @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+            @given(st.sampled_from(routes), item_like | json_values, st.binary(max_size=64))
+            def check(route: str, body: object, raw: bytes) -> None:
+                r = p.post(f"/v1/tenants/t1/{route}", json=body)
+                assert r.status_code < 500, (route, body, r.text)
+                r = p.post(f"/v1/tenants/t1/{route}", content=raw)
+                assert r.status_code < 500, (route, raw, r.text)
+                r = op.put("/v1/tenants/t2", json=body)
+                assert r.status_code < 500, (body, r.text)
+
+            check()

@@ -14,7 +14,7 @@ Roles:
 Example:
     >>> ring = Keyring()
     >>> token = ring.add("producer", ["t1"], key_id="p1")
-    >>> ring.authenticate(f"Bearer {token}").require("producer", "t1").key_id
+    >>> ring.authenticate(f"Bearer {token}").require("upsert", "t1").key_id
     'p1'
 """
 
@@ -183,16 +183,23 @@ class AuditLog:
         self._lock = threading.Lock()
         self._prev = "0" * 64
         if os.path.exists(path):
-            self._prev = self.verify(path)
+            self._prev, end = self.verify(path)
+            if end < os.path.getsize(path):
+                # A torn last line (crash mid-append) is dropped, as in the command log.
+                with open(path, "r+b") as fh:
+                    fh.truncate(end)
+                    os.fsync(fh.fileno())
 
     @staticmethod
-    def verify(path: str) -> str:
-        """Check the chain of ``path``; returns the hash of its last line."""
+    def verify(path: str) -> tuple[str, int]:
+        """Check the chain of ``path``; returns the hash of its last whole line and the
+        byte offset where whole lines end.  A broken chain raises :class:`CorruptFile`."""
         prev = "0" * 64
+        end = 0
         with open(path, "rb") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.endswith(b"\n"):
-                    break  # a torn last line: the next append starts a fresh line
+                    break
                 try:
                     rec = json.loads(line)
                 except ValueError as exc:
@@ -200,7 +207,8 @@ class AuditLog:
                 if rec.get("prev") != prev:
                     raise CorruptFile(path, f"line {n} breaks the hash chain")
                 prev = hashlib.sha256(line.rstrip(b"\n")).hexdigest()
-        return prev
+                end += len(line)
+        return prev, end
 
     def write(
         self, principal: Principal | None, op: str, tenant: str | None, **fields: Any

@@ -246,10 +246,10 @@ class BandIndex:
                 self._mkeys, self._mpos, self._offsets = nk[:w].copy(), npos[:w].copy(), noff
                 rest = self._dn - dn
                 # A fresh, small delta: the merged entries no longer need room there.
-                cap = max(min(256, self.delta_capacity), 1 << max(rest - 1, 1).bit_length())
-                nk_d = np.zeros((cap, self.bands), dtype=np.uint32)
-                nm_d = np.zeros((cap, self.bands), dtype=np.bool_)
-                np_d = np.zeros(cap, dtype=np.int64)
+                dcap = max(min(256, self.delta_capacity), 1 << max(rest - 1, 1).bit_length())
+                nk_d = np.zeros((dcap, self.bands), dtype=np.uint32)
+                nm_d = np.zeros((dcap, self.bands), dtype=np.bool_)
+                np_d = np.zeros(dcap, dtype=np.int64)
                 nk_d[:rest] = self._dkeys[dn : self._dn]
                 nm_d[:rest] = self._dmask[dn : self._dn]
                 np_d[:rest] = self._dpos[dn : self._dn]

@@ -272,6 +272,9 @@ def openapi(version: str) -> dict[str, Any]:
                 "responses": {"200": {"description": "text exposition"}},
             }
         },
+        "/openapi.json": {
+            "get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}
+        },
         "/v1/keys": {"post": _op("create an API key", "KeyRequest", "Error", role="operator")},
         "/v1/tenants/{tenant}": {
             "parameters": [tparam],

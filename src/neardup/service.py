@@ -385,6 +385,8 @@ class Service:
     def candidates(
         self, principal: Principal, tenant_id: str, body: dict[str, Any], limit: int | None = None
     ) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise InvalidConfig("body", type(body).__name__, "must be a JSON object", "send one")
         self._check_item({k: v for k, v in body.items() if k != "limit"}, tenant_id)
         t = self.tenant(principal, "candidates", tenant_id)
         lim = body.get("limit", limit if limit is not None else 10)
