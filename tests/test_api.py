@@ -179,6 +179,7 @@ def test_every_exception_is_in_one_tree() -> None:
         "neardup.service",
         "neardup.server",
         "neardup.schemas",
+        "neardup.router",
     ],
 )
 def test_stage_modules_declare_all(module: str) -> None:

@@ -969,9 +969,9 @@ def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
     help="Folder that content_uri (file://) may read from; repeatable. Default: none.",
 )
 @click.option("--max-body-bytes", type=int, default=1 << 20, show_default=True,
-              help="Largest JSON request body.")  # fmt: skip
+              help="Largest JSON request body.")
 @click.option("--max-candidates", type=int, default=100, show_default=True,
-              help="Server cap on candidates per query.")  # fmt: skip
+              help="Server cap on candidates per query.")
 @click.option(
     "--operator-tenant",
     multiple=True,
@@ -1027,7 +1027,7 @@ def serve(**opts: Any) -> None:
     help="Role of the new key.",
 )
 @click.option("--tenant", "tenants", multiple=True, required=True,
-              help="Tenant the key is scoped to (operators: repeatable).")  # fmt: skip
+              help="Tenant the key is scoped to (operators: repeatable).")
 def apikey(**opts: Any) -> None:
     """Issue an API key offline (the server rereads keys at start); prints the token once.
 
@@ -1041,3 +1041,28 @@ def apikey(**opts: Any) -> None:
         token = ring.add(opts["role"], list(opts["tenants"]))
         ring.save(cfg.keys_file)
     click.echo(token)
+
+
+@main.command()
+@click.option("--table", required=True, help="Routing table JSON (tenant id -> backend URL).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8730, show_default=True, type=int, help="TCP port.")
+@click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
+def route(**opts: Any) -> None:
+    """Forward each tenant's requests to the `neardup serve` process that owns it.
+
+    The table is {"format": "neardup-routes-v1", "tenants": {"acme": "http://host:8731"}}.
+
+    Example: neardup route --table routes.json --port 8730
+    """
+    try:
+        import uvicorn
+
+        from .router import RoutingTable, create_router
+    except ImportError as exc:
+        click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
+        sys.exit(2)
+    with _errors():
+        table = RoutingTable.load(opts["table"])
+    uvicorn.run(create_router(table), host=opts["host"], port=opts["port"],
+                log_level=opts["log_level"])
