@@ -39,3 +39,14 @@ def test_vector_benchmark_quick_run(tmp_path: Path) -> None:
     assert nd["edge_check"]["precision"] == 1.0
     assert nd["recall_same_cluster"] >= 0.95
     assert data["faiss_lsh_128"]["queries_searched"] == 5000
+
+
+def test_service_benchmark_quick_run(tmp_path: Path) -> None:
+    pytest.importorskip("datasketch")
+    out = tmp_path / "s.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "bench_service.py"), "--quick", "--out",
+            str(out)]
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads(out.read_text())
+    assert data["neardup"]["upsert_closed"]["errors"] == 0
+    assert data["neardup"]["recall"]["probes"] > 0 and data["ratios"]

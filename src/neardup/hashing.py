@@ -218,6 +218,9 @@ class SchemeDescriptor:
             raise SchemeMismatch(self.fingerprint, other.fingerprint, what)
 
     def require_same_sets(self, other: SchemeDescriptor) -> None:
+        # Equal descriptors have equal set fingerprints; skip hashing on the hot path.
+        if self is other or self == other:
+            return
         if self.set_fingerprint != other.set_fingerprint:
             raise SchemeMismatch(self.set_fingerprint, other.set_fingerprint, "shingle sets")
 

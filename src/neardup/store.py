@@ -101,6 +101,9 @@ class FeatureStore:
             raise CorruptFile(path, f"not a usable SQLite feature store ({exc})") from exc
         except OSError as exc:  # pragma: no cover - sqlite raises DatabaseError mostly
             raise NeardupIOError(path, exc) from exc
+        v = self.meta("applied_seq")
+        self._applied = int(v) if v is not None else 0
+        self._pending_applied: int | None = None
         stored = self.meta("tenant")
         if stored is None:
             self._set_meta("tenant", tenant)
@@ -115,10 +118,15 @@ class FeatureStore:
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (key, value))
 
+    def _set_applied(self, seq: int) -> None:
+        # Cached only once the transaction commits (see _Tx).
+        self._set_meta("applied_seq", str(seq))
+        self._pending_applied = seq
+
     @property
     def applied_seq(self) -> int:
-        v = self.meta("applied_seq")
-        return int(v) if v is not None else 0
+        """The last command applied (cached; written in each change's transaction)."""
+        return self._applied
 
     def integrity_ok(self) -> bool:
         try:
@@ -177,6 +185,11 @@ class FeatureStore:
             (_signed(h),),
         ).fetchall()
         return [int(r[0]) for r in rows]
+
+    def live_content_hashes(self) -> npt.NDArray[np.uint64]:
+        rows = self._db.execute("SELECT content_hash FROM items WHERE tombstone_epoch IS NULL")
+        vals = np.fromiter((r[0] for r in rows), dtype=np.int64)
+        return vals.view(np.uint64)
 
     def features(self, positions: Sequence[int]) -> dict[int, tuple[str, npt.NDArray[np.uint64]]]:
         """``{pos: (item_id, features)}`` for the live positions among ``positions``."""
@@ -292,7 +305,7 @@ class FeatureStore:
                 ),
             )
             self._idem(seq, idem)
-            self._set_meta("applied_seq", str(seq))
+            self._set_applied(seq)
         return True
 
     def apply_tombstone(
@@ -306,7 +319,7 @@ class FeatureStore:
                 (epoch, pos),
             )
             self._idem(seq, idem)
-            self._set_meta("applied_seq", str(seq))
+            self._set_applied(seq)
         return True
 
     def apply_compact(self, seq: int) -> int:
@@ -320,12 +333,13 @@ class FeatureStore:
                 "WHERE tombstone_epoch IS NOT NULL AND features IS NOT NULL"
             )
             n = cur.rowcount
-            self._set_meta("applied_seq", str(seq))
+            self._set_applied(seq)
         return int(n)
 
     def apply_noop(self, seq: int) -> None:
         if seq > self.applied_seq:
-            self._set_meta("applied_seq", str(seq))
+            with self._tx():
+                self._set_applied(seq)
 
     def _idem(self, seq: int, idem: tuple[str, str, bytes] | None) -> None:
         if idem is not None:
@@ -336,17 +350,24 @@ class FeatureStore:
             )
 
     class _Tx:
-        def __init__(self, db: sqlite3.Connection) -> None:
-            self.db = db
+        def __init__(self, store: FeatureStore) -> None:
+            self.store = store
 
         def __enter__(self) -> None:
-            self.db.execute("BEGIN IMMEDIATE")
+            self.store._pending_applied = None
+            self.store._db.execute("BEGIN IMMEDIATE")
 
         def __exit__(self, et: object, ev: object, tb: object) -> None:
-            self.db.execute("COMMIT" if et is None else "ROLLBACK")
+            st = self.store
+            if et is not None:
+                st._db.execute("ROLLBACK")
+                return
+            st._db.execute("COMMIT")
+            if st._pending_applied is not None:
+                st._applied = st._pending_applied
 
     def _tx(self) -> FeatureStore._Tx:
-        return FeatureStore._Tx(self._db)
+        return FeatureStore._Tx(self)
 
     # -- files -------------------------------------------------------------------
     def backup_to(self, path: str) -> None:

@@ -64,6 +64,7 @@ from .minhash import MinHasher
 from .normalize import EncodedTexts, _encode, get_normalizer
 from .online import BandIndex, fold_keys
 from .persist import atomic_write
+from .screen import BloomFilter
 from .store import FeatureStore
 
 __all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
@@ -395,6 +396,24 @@ class Tenant:
         idx.load(pos, keys)
         self.index = idx
         self._live = int(pos.shape[0])
+        self._build_screen()
+
+    def _build_screen(self) -> None:
+        # "Definitely not stored" for most new content without a SQL lookup; the
+        # store confirms every possible hit, so false positives cost one query.
+        hashes = self.store.live_content_hashes()
+        self._screen_cap = max(2 * int(hashes.shape[0]), 65_536)
+        screen = BloomFilter(capacity=self._screen_cap, fp_rate=0.01)
+        if hashes.size:
+            screen.add(hashes)
+        self._screen_n = int(hashes.shape[0])
+        self._screen = screen
+
+    def _screen_add(self, h: int) -> None:
+        self._screen.add(np.array([h], dtype=np.uint64))
+        self._screen_n += 1
+        if self._screen_n > self._screen_cap:
+            self._build_screen()
 
     @property
     def _aad(self) -> bytes:
@@ -430,7 +449,18 @@ class Tenant:
                 f"a token of {longest} characters exceeds max_token_bytes={max_token_bytes}",
                 "send natural text (token stuffing is refused)",
             )
-        sets = _hash_encoded(EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme)
+        import numba
+
+        # One item: the kernels' parallel workers would only spin (2x the CPU for the
+        # same wall time), so this thread uses one; the setting is per thread.
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            sets = _hash_encoded(EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme)
+            sig = self.hasher.from_sets(sets)
+            keys = fold_keys(sig.band_keys()[0])
+        finally:
+            numba.set_num_threads(before)
         if sets.raw_counts[0] == 0:
             raise EmptyDocument(None, "(no shingles after normalization)")
         if bool(sets.truncated[0]):
@@ -438,8 +468,6 @@ class Tenant:
                 f"content has more than max_shingles={self.config.max_shingles} shingles",
                 "split the item, or create the tenant with a larger max_shingles",
             )
-        sig = self.hasher.from_sets(sets)
-        keys = fold_keys(sig.band_keys()[0])
         return Prepared(sets.get(0).copy(), int(sets.content_hash[0]), keys, normalized)
 
     # -- queries -----------------------------------------------------------------
@@ -448,7 +476,12 @@ class Tenant:
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """Exactly scored candidates of ``prep`` (best first, at most ``limit``)."""
         q = self.index.query(prep.bandkeys, max_scan=self.max_scan)
-        same = [p for p in self.store.by_content_hash(prep.content_hash) if p != exclude]
+        maybe = prep.content_hash in self._screen
+        same = (
+            [p for p in self.store.by_content_hash(prep.content_hash) if p != exclude]
+            if maybe
+            else []
+        )
         pos = q.positions
         bands_hit = dict(zip(pos.tolist(), q.bands_hit.tolist(), strict=True))
         first = dict(zip(pos.tolist(), q.first_band.tolist(), strict=True))
@@ -510,13 +543,16 @@ class Tenant:
         return {**base, "state": "unique", "score": best.score if best else None, "reason": reason}
 
     def _envelope(self) -> dict[str, Any]:
-        return {
-            "tenant_id": self.tenant,
-            "method": "minhash-lsh+exact-jaccard",
-            "scheme_fingerprint": self.scheme.fingerprint,
-            "scheme_version": self.config.scheme_version,
-            "policy_version": self.config.policy_version,
-        }
+        env = self.__dict__.get("_env")
+        if env is None:
+            env = self.__dict__["_env"] = {
+                "tenant_id": self.tenant,
+                "method": "minhash-lsh+exact-jaccard",
+                "scheme_fingerprint": self.scheme.fingerprint,
+                "scheme_version": self.config.scheme_version,
+                "policy_version": self.config.policy_version,
+            }
+        return dict(env)
 
     def candidates(
         self, content: str, *, limit: int, max_token_bytes: int = 1024
@@ -789,6 +825,7 @@ class Tenant:
                     self._live -= 1
                 self.index.add(pos, keys)
                 self._live += 1
+                self._screen_add(int(h["content_hash"]))
             self._next_pos = max(self._next_pos, pos + 1) if hasattr(self, "_next_pos") else pos + 1
         elif op == "tombstone":
             self.store.apply_tombstone(cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem)
