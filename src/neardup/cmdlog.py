@@ -11,6 +11,13 @@ Guarantees:
 * :meth:`CommandLog.append` returns only after the record is written and
   ``fsync``-ed, so an acknowledged command survives a crash (``kill -9``, power
   loss on a disk that honours fsync).
+* **Group commit**: :meth:`CommandLog.write` puts records in the file (in
+  sequence order, under the caller's lock) without waiting for the disk, and
+  :meth:`CommandLog.sync` returns once everything up to a sequence number is
+  fsynced.  Concurrent writers share fsyncs: while one thread waits for the disk,
+  the others queue, and the next fsync covers all of them.  A caller acknowledges
+  only after ``sync`` returns; an fsync error poisons the log (every later call
+  raises), because after a failed fsync the kernel may have dropped the pages.
 * On open, a **torn tail** — the last record cut short, or failing its checksum
   while ending exactly at end of file — is trimmed (``trimmed_bytes`` says how
   much) and the log continues from the last whole record.
@@ -28,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,6 +98,12 @@ class CommandLog:
         self._loaded = commands
         self.last_seq = commands[-1].seq if commands else base_seq
         self.trimmed_bytes = 0
+        # Everything read back at open is on disk already.
+        self._durable = self.last_seq
+        self._sync_cond = threading.Condition(threading.Lock())
+        self._syncing = False
+        self._failed: OSError | None = None
+        self.fsyncs = 0
 
     @classmethod
     def create(cls, path: str, sealer: Sealer, *, aad: bytes, base_seq: int = 0) -> CommandLog:
@@ -213,7 +227,18 @@ class CommandLog:
         self.append_many([cmd])
 
     def append_many(self, cmds: list[Command]) -> None:
-        """Append several commands with one fsync (group commit)."""
+        """Append several commands with one fsync."""
+        self.write(cmds)
+        self.sync(self.last_seq)
+
+    def write(self, cmds: list[Command]) -> None:
+        """Write ``cmds`` (in sequence order) without waiting for the disk.
+
+        Callers serialize ``write`` (the tenant lock) and call :meth:`sync` before
+        acknowledging; until then the commands may be lost by a power failure (not
+        by a process crash: they are in the kernel's page cache).
+        """
+        self._check()
         last = self.last_seq
         for c in cmds:
             if c.seq <= last:
@@ -223,10 +248,51 @@ class CommandLog:
         try:
             self._fh.write(buf)
             self._fh.flush()
-            os.fsync(self._fh.fileno())
         except OSError as exc:
+            self._failed = exc
             raise NeardupIOError(self.path, exc) from exc
         self.last_seq = last
+
+    def sync(self, seq: int) -> None:
+        """Return once every command up to ``seq`` is fsynced (group commit)."""
+        if self._durable >= seq:
+            return
+        with self._sync_cond:
+            while self._durable < seq:
+                self._check()
+                if self._syncing:
+                    # Another thread's fsync is running; it may cover us. All
+                    # waiters wake together (a plain lock would wake them one at
+                    # a time, and each would pay its own fsync: a convoy).
+                    self._sync_cond.wait()
+                    continue
+                self._syncing = True
+                # last_seq is set after the flush, so this fsync covers it.
+                target = self.last_seq
+                error: OSError | None = None
+                self._sync_cond.release()
+                try:
+                    os.fsync(self._fh.fileno())
+                except OSError as exc:
+                    error = exc
+                finally:
+                    self._sync_cond.acquire()
+                    self._syncing = False
+                    self._sync_cond.notify_all()
+                if error is not None:
+                    self._failed = error
+                    raise NeardupIOError(self.path, error) from error
+                self.fsyncs += 1
+                self._durable = max(self._durable, target)
+
+    @property
+    def durable_seq(self) -> int:
+        """The last sequence number known to be on disk."""
+        return self._durable
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise NeardupIOError(self.path, self._failed)
 
     def release(self) -> None:
         """Drop the commands read at open (after replay; they stay on disk)."""

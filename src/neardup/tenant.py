@@ -559,6 +559,10 @@ class Tenant:
     ) -> dict[str, Any]:
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         cands, info = self.find(prep, limit=limit)
+        if cands:
+            # Never answer with an item whose upsert is not yet on disk (records
+            # reach the log before the index, so this covers all that find saw).
+            self.log.sync(self.log.last_seq)
         return {
             **self._envelope(),
             "candidates": [c.to_dict() for c in cands],
@@ -569,6 +573,8 @@ class Tenant:
     def decide(self, content: str, *, max_token_bytes: int = 1024) -> dict[str, Any]:
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         cands, info = self.find(prep, limit=self.config.max_candidates)
+        if cands:
+            self.log.sync(self.log.last_seq)
         d = self.decision(cands, info)
         return {
             **self._envelope(),
@@ -655,69 +661,90 @@ class Tenant:
         body = body if body is not None else {"item_id": item_id, "content": content}
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         with self._lock:
-            stored = self._idempotent(idempotency_key, body)
-            if stored is not None:
-                return stored
-            cur = self.store.current(item_id)
-            replaces = None
-            if cur is not None and cur.live:
-                same = self.store.features([cur.pos]).get(cur.pos)
-                if same is not None and np.array_equal(same[1], prep.features):
-                    return {
-                        **self._envelope(),
-                        "item_id": item_id,
-                        "status": "unchanged",
-                        "version": cur.version,
-                        "seq": self.seq,
-                        "candidates": [],
-                    }
-                if not replace:
-                    raise Conflict(
-                        f"item {item_id!r} is stored (version {cur.version}) with other content",
-                        "send replace=true to store a new version, or use a new item id",
-                    )
-                replaces = cur.pos
-            if replaces is None and self._live >= self.config.max_items:
-                raise LimitExceeded(
-                    f"tenant {self.tenant!r} holds {self._live} items, its quota is "
-                    f"{self.config.max_items}",
-                    "tombstone and compact items, or ask an operator to raise max_items",
-                    status=429,
-                )
-            cands, info = self.find(prep, limit=self.config.max_candidates, exclude=replaces)
-            seq, pos = self.seq + 1, self._next_pos
-            response = {
-                **self._envelope(),
-                "item_id": item_id,
-                "seq": seq,
-                "version": seq,
-                "status": "replaced" if replaces is not None else "inserted",
-                "candidates": [c.to_dict() for c in cands],
-                **info,
-                "decision": self.decision(cands, info),
-            }
-            text = prep.normalized if self.config.retain == "text" else None
-            feats = np.ascontiguousarray(prep.features, dtype="<u8").tobytes()
-            keys = np.ascontiguousarray(prep.bandkeys, dtype="<u4").tobytes()
-            tb = text.encode("utf-8") if text is not None else b""
-            header = {
-                "op": "upsert",
-                "item_id": item_id,
-                "pos": pos,
-                "content_hash": prep.content_hash,
-                "replaces": replaces,
-                "media_type": media_type,
-                "source_time": source_time,
-                "n_features": int(prep.features.shape[0]),
-                "text_bytes": len(tb) if text else None,
-                "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
-                "response": response,
-            }
-            cmd = Command(seq, header, feats + keys + tb)
-            self.log.append(cmd)
-            self._apply(cmd, index=True)
-            self.counters.upserts += 1
+            response = self._upsert_locked(
+                item_id, prep, body, idempotency_key, replace, media_type, source_time
+            )
+            # Whatever this response reports (its own record, an earlier one it
+            # repeats, or candidates written by concurrent requests) is on disk
+            # before it is acknowledged; the fsync happens outside the lock so
+            # that concurrent upserts share it (group commit).
+            sync_to = self.seq
+        self.log.sync(sync_to)
         self._maybe_compact_index()
+        return response
+
+    def _upsert_locked(
+        self,
+        item_id: str,
+        prep: Prepared,
+        body: dict[str, Any],
+        idempotency_key: str | None,
+        replace: bool,
+        media_type: str | None,
+        source_time: str | None,
+    ) -> dict[str, Any]:
+        stored = self._idempotent(idempotency_key, body)
+        if stored is not None:
+            return stored
+        cur = self.store.current(item_id)
+        replaces = None
+        if cur is not None and cur.live:
+            same = self.store.features([cur.pos]).get(cur.pos)
+            if same is not None and np.array_equal(same[1], prep.features):
+                return {
+                    **self._envelope(),
+                    "item_id": item_id,
+                    "status": "unchanged",
+                    "version": cur.version,
+                    "seq": self.seq,
+                    "candidates": [],
+                }
+            if not replace:
+                raise Conflict(
+                    f"item {item_id!r} is stored (version {cur.version}) with other content",
+                    "send replace=true to store a new version, or use a new item id",
+                )
+            replaces = cur.pos
+        if replaces is None and self._live >= self.config.max_items:
+            raise LimitExceeded(
+                f"tenant {self.tenant!r} holds {self._live} items, its quota is "
+                f"{self.config.max_items}",
+                "tombstone and compact items, or ask an operator to raise max_items",
+                status=429,
+            )
+        cands, info = self.find(prep, limit=self.config.max_candidates, exclude=replaces)
+        seq, pos = self.seq + 1, self._next_pos
+        response = {
+            **self._envelope(),
+            "item_id": item_id,
+            "seq": seq,
+            "version": seq,
+            "status": "replaced" if replaces is not None else "inserted",
+            "candidates": [c.to_dict() for c in cands],
+            **info,
+            "decision": self.decision(cands, info),
+        }
+        text = prep.normalized if self.config.retain == "text" else None
+        feats = np.ascontiguousarray(prep.features, dtype="<u8").tobytes()
+        keys = np.ascontiguousarray(prep.bandkeys, dtype="<u4").tobytes()
+        tb = text.encode("utf-8") if text is not None else b""
+        header = {
+            "op": "upsert",
+            "item_id": item_id,
+            "pos": pos,
+            "content_hash": prep.content_hash,
+            "replaces": replaces,
+            "media_type": media_type,
+            "source_time": source_time,
+            "n_features": int(prep.features.shape[0]),
+            "text_bytes": len(tb) if text else None,
+            "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
+            "response": response,
+        }
+        cmd = Command(seq, header, feats + keys + tb)
+        self.log.write([cmd])
+        self._apply(cmd, index=True)
+        self.counters.upserts += 1
         return response
 
     def tombstone(
@@ -730,38 +757,46 @@ class Tenant:
         """
         body = {"op": "tombstone", "item_id": item_id, "epoch": epoch}
         with self._lock:
-            stored = self._idempotent(idempotency_key, body)
-            if stored is not None:
-                return stored
-            cur = self.store.current(item_id)
-            if cur is None or not cur.live:
-                raise NotFound(
-                    f"item {item_id!r} is not stored (or already tombstoned)", "check the item id"
-                )
-            if epoch is not None and epoch < cur.version:
-                raise Conflict(
-                    f"tombstone epoch {epoch} is older than item {item_id!r} version {cur.version}",
-                    f"re-read the item and send epoch >= {cur.version}",
-                )
-            seq = self.seq + 1
-            response = {
-                **self._envelope(),
-                "item_id": item_id,
-                "seq": seq,
-                "tombstoned": True,
-                "epoch": epoch if epoch is not None else seq,
-            }
-            header = {
-                "op": "tombstone",
-                "item_id": item_id,
-                "pos": cur.pos,
-                "epoch": response["epoch"],
-                "response": response,
-                "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
-            }
-            cmd = Command(seq, header)
-            self.log.append(cmd)
-            self._apply(cmd, index=True)
+            response = self._tombstone_locked(item_id, epoch, idempotency_key, body)
+            sync_to = self.seq
+        self.log.sync(sync_to)
+        return response
+
+    def _tombstone_locked(
+        self, item_id: str, epoch: int | None, idempotency_key: str | None, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        stored = self._idempotent(idempotency_key, body)
+        if stored is not None:
+            return stored
+        cur = self.store.current(item_id)
+        if cur is None or not cur.live:
+            raise NotFound(
+                f"item {item_id!r} is not stored (or already tombstoned)", "check the item id"
+            )
+        if epoch is not None and epoch < cur.version:
+            raise Conflict(
+                f"tombstone epoch {epoch} is older than item {item_id!r} version {cur.version}",
+                f"re-read the item and send epoch >= {cur.version}",
+            )
+        seq = self.seq + 1
+        response = {
+            **self._envelope(),
+            "item_id": item_id,
+            "seq": seq,
+            "tombstoned": True,
+            "epoch": epoch if epoch is not None else seq,
+        }
+        header = {
+            "op": "tombstone",
+            "item_id": item_id,
+            "pos": cur.pos,
+            "epoch": response["epoch"],
+            "response": response,
+            "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
+        }
+        cmd = Command(seq, header)
+        self.log.write([cmd])
+        self._apply(cmd, index=True)
         return response
 
     def compact(self) -> dict[str, Any]:
