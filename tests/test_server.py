@@ -253,3 +253,64 @@ def test_fuzzed_requests_never_get_a_5xx(tmp_path: Path) -> None:
                 assert r.status_code < 500, (body, r.text)
 
             check()
+
+
+def test_retained_text_is_read_by_reviewers_only_and_every_read_is_audited(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    text_cfg = {**SEED, "retain": "text"}
+    with Server(tmp_path / "data", operator_tenants=("t1", "t2")) as srv, srv.client(
+        srv.operator_token
+    ) as op:
+        assert op.put("/v1/tenants/t1", json=text_cfg).status_code == 200
+        assert op.put("/v1/tenants/t2", json=SEED).status_code == 200  # hashes only
+        toks = [
+            op.post("/v1/keys", json={"role": "reviewer", "tenants": [t]}).json()["token"]
+            for t in ("t1", "t2")
+        ]
+        with producer(srv, op, "t1") as p1, producer(srv, op, "t2") as p2, srv.client(
+            toks[0]
+        ) as rev, srv.client(toks[1]) as rev2:
+            body = {"item_id": "A", "content": "Red  Fox runs VERY fast"}
+            assert p1.post("/v1/tenants/t1/items", json=body).status_code == 200
+            assert p2.post("/v1/tenants/t2/items", json=body).status_code == 200
+            # Producers and operators never read content.
+            assert p1.get("/v1/tenants/t1/items/A/content").status_code == 403
+            assert op.get("/v1/tenants/t1/items/A/content").status_code == 403
+            r = rev.get("/v1/tenants/t1/items/A/content")
+            assert r.status_code == 200, r.text
+            assert r.json()["text"] == "red fox runs very fast"
+            assert r.json()["normalizer"] == "nfkc-casefold"
+            # A hashes-only tenant has no text to give, and says so.
+            # A reviewer of t1 cannot read t2 (refused before the tenant is touched).
+            assert rev.get("/v1/tenants/t2/items/A/content").status_code == 403
+            r2 = rev2.get("/v1/tenants/t2/items/A/content")
+            assert r2.status_code == 409 and "retain" in r2.json()["message"]
+            assert rev.get("/v1/tenants/t1/items/nope/content").status_code == 404
+            assert p1.delete("/v1/tenants/t1/items/A").status_code == 200
+            assert rev.get("/v1/tenants/t1/items/A/content").status_code == 404
+    audit = [
+        json.loads(line)
+        for line in (tmp_path / "data" / "audit.jsonl").read_text().splitlines()
+        if line
+    ]
+    # Refused attempts are audited too (who tried, and why it failed).
+    reads = [
+        (a["role"], a["tenant"], a["item_id"], a["outcome"], a.get("error"))
+        for a in audit
+        if a["op"] == "content"
+    ]
+    assert reads == [
+        ("producer", "t1", "A", "refused", "Forbidden"),
+        ("operator", "t1", "A", "refused", "Forbidden"),
+        ("reviewer", "t1", "A", "ok", None),
+        ("reviewer", "t2", "A", "refused", "Forbidden"),
+        ("reviewer", "t2", "A", "refused", "Conflict"),
+        ("reviewer", "t1", "nope", "refused", "NotFound"),
+        ("reviewer", "t1", "A", "refused", "NotFound"),
+    ]
+    ok = next(a for a in audit if a["op"] == "content" and a["outcome"] == "ok")
+    assert ok["role"] == "reviewer" and ok["chars"] == len("red fox runs very fast")
+    assert "text" not in ok  # the audit log records the read, never the content

@@ -191,3 +191,82 @@ def test_feature_rows_are_bound_to_their_position(tmp_path: Path) -> None:
     with pytest.raises(CorruptFile, match="authentication failed"):
         t.store.features([0])
     assert np.array_equal(t.store.features([1])[1][1].shape, (3,))
+
+
+def _damage(path: Path) -> None:
+    # Overwrite SQLite's header page: the file no longer opens as a database.
+    with open(path, "r+b") as fh:
+        fh.write(b"\xde\xad" * 2048)
+
+
+def _items(n: int, seed: int) -> list[str]:
+    return synthetic_documents(n, seed=seed, words=30)
+
+
+def test_damaged_store_is_rebuilt_from_latest_snapshot_and_log(tmp_path: Path) -> None:
+    t = make(tmp_path)
+    for i, text in enumerate(_items(30, 1)):
+        t.upsert(item_id=f"a{i}", content=text)
+    t.snapshot()  # older snapshot
+    for i, text in enumerate(_items(20, 2)):
+        t.upsert(item_id=f"b{i}", content=text)
+    t.tombstone("a3")
+    t.snapshot()  # the one to use
+    for i, text in enumerate(_items(15, 3)):
+        t.upsert(item_id=f"c{i}", content=text)
+    t.tombstone("b4")
+    digest, n = t.digest(), len(t)
+    probe = t.candidates(_items(15, 3)[7], limit=3)["candidates"][0]
+    t.close()
+    store = tmp_path / "t1" / "features-0.sqlite"
+    for extra in ("-wal", "-shm"):
+        if (tmp_path / "t1" / f"features-0.sqlite{extra}").exists():
+            os.unlink(tmp_path / "t1" / f"features-0.sqlite{extra}")
+    _damage(store)
+    r = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert r.recovered is not None and r.recovered["snapshot"].endswith(".ndsnap")
+    assert r.recovered["snapshot_seq"] == 51  # 50 upserts + 1 tombstone
+    assert r.replayed == 16  # the log after the snapshot
+    assert r.digest() == digest and len(r) == n
+    assert r.candidates(_items(15, 3)[7], limit=3)["candidates"][0] == probe
+    assert r.stats()["recovered_at_start"]["damaged_store_moved_to"].startswith(str(store))
+    assert os.path.exists(r.recovered["damaged_store_moved_to"])  # kept for forensics
+    with pytest.raises(NotFound):
+        r.tombstone("a3")
+    r.close()
+
+
+def test_damaged_store_without_usable_snapshot(tmp_path: Path) -> None:
+    # Generation 0 without snapshots: the log holds everything, so replay rebuilds.
+    t = make(tmp_path)
+    for i, text in enumerate(_items(12, 4)):
+        t.upsert(item_id=f"a{i}", content=text)
+    digest = t.digest()
+    t.close()
+    for extra in ("-wal", "-shm"):
+        p = tmp_path / "t1" / f"features-0.sqlite{extra}"
+        if p.exists():
+            os.unlink(p)
+    _damage(tmp_path / "t1" / "features-0.sqlite")
+    r = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert r.replayed == 12 and r.digest() == digest and r.recovered is not None
+    # After a restore the log starts later; a tampered snapshot is refused, and
+    # start-up stops naming the fix rather than serving partial state.
+    snap = r.snapshot()
+    r.restore(snap)
+    r.upsert(item_id="late", content=_items(1, 5)[0])
+    gen = r.generation
+    r.close()
+    snaps = sorted((tmp_path / "t1" / "snapshots").iterdir())
+    for s in snaps:
+        blob = bytearray(s.read_bytes())
+        blob[len(blob) // 2] ^= 0x01
+        s.write_bytes(bytes(blob))
+    for extra in ("-wal", "-shm"):
+        p = tmp_path / "t1" / f"features-{gen}.sqlite{extra}"
+        if p.exists():
+            os.unlink(p)
+    _damage(tmp_path / "t1" / f"features-{gen}.sqlite")
+    with pytest.raises(CorruptFile, match="no snapshot can replace it") as err:
+        Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert "restore a snapshot" in str(err.value)

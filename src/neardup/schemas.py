@@ -160,6 +160,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "source_time": {"type": ["string", "null"]},
         },
     },
+    "ContentResponse": {
+        "type": "object",
+        "required": ["item_id", "version", "normalizer", "text"],
+        "properties": {
+            **_envelope,
+            "item_id": _str,
+            "version": _int,
+            "normalizer": _str,
+            "text": {"type": "string", "description": "the retained normalized text"},
+        },
+    },
     "TenantConfig": {
         "type": "object",
         "additionalProperties": False,
@@ -298,6 +309,19 @@ def openapi(version: str) -> dict[str, Any]:
             ],
             "delete": _op("tombstone an item", None, "TombstoneResponse", role="producer"),
             "get": _op("stored version of an item (metadata)", None, "ItemResponse", role="any"),
+        },
+        "/v1/tenants/{tenant}/items/{item_id}/content": {
+            "parameters": [
+                tparam,
+                {"name": "item_id", "in": "path", "required": True, "schema": _str},
+            ],
+            "get": _op(
+                "the retained normalized text of a live item (tenants with retain=text); "
+                "every read is written to the audit log",
+                None,
+                "ContentResponse",
+                role="reviewer",
+            ),
         },
         "/v1/tenants/{tenant}/candidates": {
             "parameters": [tparam],

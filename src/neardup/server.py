@@ -325,6 +325,13 @@ def create_app(
         )
         return JSONResponse(out)
 
+    async def get_content(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(
+            service.content, p, request.path_params["tenant"], request.path_params["item_id"]
+        )
+        return JSONResponse(out)
+
     async def digest(request: Request) -> Response:
         p = principal(request)
         return JSONResponse(
@@ -364,6 +371,11 @@ def create_app(
             methods=["DELETE"],
         ),
         Route("/v1/tenants/{tenant}/items/{item_id}", route("item", get_item), methods=["GET"]),
+        Route(
+            "/v1/tenants/{tenant}/items/{item_id}/content",
+            route("content", get_content),
+            methods=["GET"],
+        ),
         Route("/v1/tenants/{tenant}/digest", route("digest", digest), methods=["GET"]),
         Route("/v1/tenants/{tenant}/candidates", route("candidates", candidates), methods=["POST"]),
         Route("/v1/tenants/{tenant}/decide", route("decide", decide), methods=["POST"]),

@@ -49,6 +49,7 @@ from ._errors import (
     CorruptFile,
     InvalidConfig,
     LimitExceeded,
+    NeardupError,
     NeardupIOError,
     NotFound,
 )
@@ -180,6 +181,15 @@ class Service:
                         "tenant %s: trimmed a torn command-log tail of %d bytes",
                         name,
                         t.trimmed_bytes,
+                    )
+                if t.recovered:
+                    _log.warning(
+                        "tenant %s: feature store damaged (%s); moved to %s and rebuilt "
+                        "from %s + the command log",
+                        name,
+                        t.recovered["damage"],
+                        t.recovered["damaged_store_moved_to"],
+                        t.recovered["snapshot"],
                     )
                 self._tenants[name] = t
 
@@ -446,6 +456,31 @@ class Service:
 
     def item(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
         return self.tenant(principal, "read", tenant_id).item(item_id)
+
+    def content(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
+        """Retained text of an item: reviewer role only, and every attempt is audited."""
+        try:
+            out = self.tenant(principal, "content", tenant_id).content(item_id)
+        except NeardupError as exc:
+            self.audit.write(
+                principal,
+                "content",
+                tenant_id,
+                item_id=item_id,
+                outcome="refused",
+                error=type(exc).__name__,
+            )
+            raise
+        self.audit.write(
+            principal,
+            "content",
+            tenant_id,
+            item_id=item_id,
+            outcome="ok",
+            version=out["version"],
+            chars=len(out["text"]),
+        )
+        return out
 
     def digest(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         t = self.tenant(principal, "stats", tenant_id)

@@ -16,7 +16,11 @@ Guarantees:
 * **Durability.**  A state change is acknowledged only after its command is in
   the log and fsynced.  Start-up replays the log after the store's last applied
   command; a torn tail is trimmed (``trimmed_bytes`` is reported), damage in the
-  middle stops start-up with the file and offset.
+  middle stops start-up with the file and offset.  A feature store that fails to
+  open or its integrity check (or lags behind the log's start) is set aside and
+  rebuilt from the latest snapshot that verifies and that the log continues
+  (``recovered`` in :meth:`Tenant.stats`), then the log is replayed after it; with
+  no such snapshot start-up stops and says so, rather than serve partial state.
 * **Determinism.**  Positions and sequence numbers are assigned in command order,
   candidates are ordered by (score desc, item id), and replaying the same log
   gives the same :meth:`Tenant.digest`.
@@ -51,6 +55,7 @@ from ._errors import (
     EmptyDocument,
     InvalidConfig,
     LimitExceeded,
+    NeardupError,
     NeardupIOError,
     NotFound,
     SchemeMismatch,
@@ -278,6 +283,7 @@ class Tenant:
         self.counters = _Counters()
         self.trimmed_bytes = 0
         self.replayed = 0
+        self.recovered: dict[str, Any] | None = None
         self._open()
 
     # -- files -------------------------------------------------------------------
@@ -365,17 +371,25 @@ class Tenant:
         gen = self._current_gen()
         self.generation = gen
         store_path = self._path(f"features-{gen}.sqlite")
-        self.store = FeatureStore(store_path, self._sealer, self.tenant)
-        if not self.store.integrity_ok():
-            raise CorruptFile(store_path, "SQLite integrity check failed")
+        # The log first: damage in its middle stops start-up whatever the store says.
         self.log = CommandLog.open(self._path(f"log-{gen}.ndlog"), self._log_sealer, aad=self._aad)
         self.trimmed_bytes = self.log.trimmed_bytes
+        try:
+            self.store = FeatureStore(store_path, self._sealer, self.tenant)
+            problem = None
+            if not self.store.integrity_ok():
+                problem = "SQLite integrity check failed"
+            elif self.store.applied_seq < self.log.base_seq:
+                problem = (
+                    f"store is at sequence {self.store.applied_seq} but the log starts "
+                    f"after {self.log.base_seq}"
+                )
+            if problem is not None:
+                self.store.close()
+                raise CorruptFile(store_path, problem)
+        except CorruptFile as exc:
+            self.store = self._recover_store(store_path, exc)
         applied = self.store.applied_seq
-        if applied < self.log.base_seq:
-            raise CorruptFile(
-                store_path,
-                f"store is at sequence {applied} but the log starts after {self.log.base_seq}",
-            )
         n = 0
         for cmd in self.log.commands(after=applied):
             self._apply(cmd, index=False)
@@ -385,6 +399,58 @@ class Tenant:
         self.seq = max(self.store.applied_seq, self.log.last_seq)
         self._next_pos = self.store.next_pos()
         self._build_index()
+
+    def _recover_store(self, store_path: str, damage: CorruptFile) -> FeatureStore:
+        """Rebuild a damaged store from the newest usable snapshot + the log after it."""
+        base, last = self.log.base_seq, self.log.last_seq
+        snap_dir = self._path("snapshots")
+        names = sorted(os.listdir(snap_dir)) if os.path.isdir(snap_dir) else []
+        refused: list[str] = []
+        chosen: tuple[int, bytes, str] | None = None
+        for name in reversed(names):
+            if not name.endswith(".ndsnap"):
+                continue
+            path = os.path.join(snap_dir, name)
+            try:
+                with open(path, "rb") as fh:
+                    manifest, db = self._verify_snapshot(fh.read())
+            except (NeardupError, OSError) as exc:
+                refused.append(f"{name}: {exc}")
+                continue
+            seq = int(manifest["last_seq"])
+            # Usable only if the log continues it with nothing missing in between.
+            if base <= seq <= last:
+                chosen = (seq, db, name)
+                break
+            refused.append(f"{name}: sequence {seq} outside the log's range ({base}, {last}]")
+        if chosen is None and base == 0:
+            chosen = (0, b"", "(none: the log holds every command since the tenant began)")
+        if chosen is None:
+            raise CorruptFile(
+                store_path,
+                f"{damage.reason}; no snapshot can "
+                f"replace it (the log starts after sequence {base}; "
+                f"{'; '.join(refused) or 'no snapshots'}): restore a snapshot of this tenant "
+                "through the operator API or from a backup",
+            )
+        seq, db, name = chosen
+        aside = f"{store_path}.damaged-{int(time.time())}"
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(store_path + suffix):
+                os.replace(store_path + suffix, aside + suffix)
+        if db:
+            atomic_write(store_path, db)
+        store = FeatureStore(store_path, self._sealer, self.tenant)
+        if not store.integrity_ok() or store.applied_seq != seq:
+            store.close()
+            raise CorruptFile(store_path, f"the store rebuilt from {name} fails its check")
+        self.recovered = {
+            "damage": damage.reason,
+            "damaged_store_moved_to": aside,
+            "snapshot": name,
+            "snapshot_seq": seq,
+        }
+        return store
 
     def _build_index(self) -> None:
         idx = BandIndex(
@@ -622,6 +688,33 @@ class Tenant:
             "shingles": cur.n_shingles,
             "media_type": cur.media_type,
             "source_time": cur.source_time,
+        }
+
+    def content(self, item_id: str) -> dict[str, Any]:
+        """The retained normalized text of live ``item_id`` (tenants with ``retain="text"``).
+
+        Raises :class:`NotFound` for an unknown or tombstoned item and
+        :class:`Conflict` when the tenant keeps hashed shingles only (there is no
+        text to return, by the tenant's own choice).
+        """
+        if self.config.retain != "text":
+            raise Conflict(
+                f"tenant {self.tenant!r} retains hashed shingle sets only (retain="
+                f"{self.config.retain!r}); no text is stored",
+                "create the tenant with retain='text' to keep normalized text",
+            )
+        cur = self.store.current(item_id)
+        if cur is None or not cur.live:
+            raise NotFound(f"item {item_id!r} is not stored (or is tombstoned)", "check the id")
+        text = self.store.text(cur.pos)
+        if text is None:
+            raise NotFound(f"item {item_id!r} has no retained text", "check the id")
+        return {
+            **self._envelope(),
+            "item_id": item_id,
+            "version": cur.version,
+            "normalizer": self.config.normalizer,
+            "text": text,
         }
 
     # -- state changes -----------------------------------------------------------
@@ -903,6 +996,7 @@ class Tenant:
             "predicted_recall": self.predicted_recall,
             "replayed_at_start": self.replayed,
             "trimmed_bytes_at_start": self.trimmed_bytes,
+            "recovered_at_start": self.recovered,
             "last_snapshot_time": self.counters.last_snapshot_time,
             "retain": self.config.retain,
         }
