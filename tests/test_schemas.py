@@ -125,3 +125,36 @@ def test_log_and_audit_events_match_their_schemas(tmp_path: Path) -> None:
     assert [json.loads(x)["op"] for x in lines] == ["create_tenant", "add_key", "compact"]
     for line in lines:
         _check("AuditEvent", json.loads(line))
+
+
+def test_content_response_and_storage_failure(app, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    application, token = app
+    c = TestClient(application)
+    op = {"Authorization": f"Bearer {token}"}
+    cfg = {"threshold": 0.75, "shingle": "word:2", "retain": "text"}
+    assert c.put("/v1/tenants/t1", json=cfg, headers=op).status_code == 200
+    keys = [
+        c.post("/v1/keys", json={"role": r, "tenants": ["t1"]}, headers=op).json()["token"]
+        for r in ("producer", "reviewer")
+    ]
+    p, rev = ({"Authorization": f"Bearer {k}"} for k in keys)
+    assert c.post(
+        "/v1/tenants/t1/items", json={"item_id": "A", "content": "red fox"}, headers=p
+    ).status_code == 200
+    _check("ContentResponse", c.get("/v1/tenants/t1/items/A/content", headers=rev).json())
+
+    def broken(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    r = c.post("/v1/tenants/t1/items", json={"item_id": "B", "content": "blue fox"}, headers=p)
+    # The server's disk failed: 503, a fix, and no server path in the answer.
+    assert r.status_code == 503 and r.json()["error"] == "io_error"
+    _check("Error", r.json())
+    assert "/" not in r.json()["message"] and "idempotency key" in r.json()["fix"]
+    monkeypatch.undo()
+    # The log is poisoned: no later write is acknowledged until a restart.
+    r = c.post("/v1/tenants/t1/items", json={"item_id": "C", "content": "green fox"}, headers=p)
+    assert r.status_code == 503

@@ -30,6 +30,7 @@ from ._errors import (
     InvalidConfig,
     LimitExceeded,
     NeardupError,
+    NeardupIOError,
     SchemeMismatch,
     ServiceError,
 )
@@ -136,6 +137,10 @@ def _status(exc: NeardupError) -> int:
         return 409
     if isinstance(exc, EmptyDocument):
         return 422
+    if isinstance(exc, NeardupIOError):
+        # The server's own disk failed (e.g. a poisoned log after a failed fsync):
+        # not the client's fault, and retrying elsewhere or later may succeed.
+        return 503
     if isinstance(exc, InvalidConfig | InputError | CorruptFile):
         return 400
     return 400
@@ -148,11 +153,24 @@ _CODES = {
     "InvalidConfig": "invalid_parameter",
     "InputError": "invalid_input",
     "CorruptFile": "corrupt",
+    "NeardupIOError": "io_error",
 }
 
 
 def _error(exc: NeardupError) -> JSONResponse:
     status = _status(exc)
+    if isinstance(exc, NeardupIOError):
+        # Server paths and OS errors stay in the server's log, not in responses.
+        _log.error("storage error: %s", exc)
+        return JSONResponse(
+            {
+                "error": "io_error",
+                "message": "the server could not write or read its storage",
+                "fix": "an operator checks the disk and restarts the server; then retry "
+                "with the same idempotency key",
+            },
+            status_code=status,
+        )
     body: dict[str, Any] = {
         "error": getattr(exc, "code", _CODES.get(type(exc).__name__, "invalid_request")),
         "message": str(exc),
