@@ -196,7 +196,8 @@ def test_bad_requests_get_4xx_never_5xx(tmp_path: Path) -> None:
 
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
     with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
-        op.put("/v1/tenants/t1", json={**SEED, "rate_per_s": 0.5, "burst": 2}).raise_for_status()
+        # A slow refill: a loaded machine must not earn a token between the calls.
+        op.put("/v1/tenants/t1", json={**SEED, "rate_per_s": 0.01, "burst": 2}).raise_for_status()
         with producer(srv, op, "t1") as p:
             codes = [
                 p.post("/v1/tenants/t1/candidates", json={"content": "a b c"}) for _ in range(3)

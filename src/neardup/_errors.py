@@ -7,6 +7,7 @@ from typing import Any
 __all__ = [
     "Conflict",
     "CorruptFile",
+    "Degraded",
     "DocumentTooLarge",
     "EmptyDocument",
     "Forbidden",
@@ -190,6 +191,14 @@ class Forbidden(ServiceError):
 
     status = 403
     code = "forbidden"
+
+
+class Degraded(ServiceError):
+    """The tenant runs in a degraded mode (e.g. exact-hash-only: its feature store is
+    unavailable) and cannot do this safely now; decisions still answer, as ``review``."""
+
+    status = 503
+    code = "degraded"
 
 
 class LimitExceeded(ServiceError):

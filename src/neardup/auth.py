@@ -43,9 +43,21 @@ _ID_OK = set("abcdefghijklmnopqrstuvwxyz0123456789-")
 #: Which operations each role may call.
 PERMISSIONS: dict[Role, frozenset[str]] = {
     "producer": frozenset({"upsert", "candidates", "verify", "decide", "tombstone", "read"}),
-    "reviewer": frozenset({"feedback", "read", "content"}),
+    "reviewer": frozenset({"feedback", "read", "content", "resolve", "decisions"}),
     "operator": frozenset(
-        {"tenant", "snapshot", "restore", "compact", "policy", "read", "verify", "stats"}
+        {
+            "tenant",
+            "snapshot",
+            "restore",
+            "compact",
+            "policy",
+            "read",
+            "verify",
+            "stats",
+            "decisions",
+            "resolve",
+            "shadow",
+        }
     ),
 }
 

@@ -217,7 +217,10 @@ class CommandLog:
         return (c for c in self._loaded if c.seq > after)
 
     def encode(self, cmd: Command) -> bytes:
-        header = json.dumps(cmd.header, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        # allow_nan=False: a NaN would be written as a bare token no JSON reader accepts.
+        header = json.dumps(
+            cmd.header, sort_keys=True, separators=(",", ":"), allow_nan=False
+        ).encode("utf-8")
         plain = struct.pack("<QI", cmd.seq, len(header)) + header + cmd.blob
         payload = self._sealer.seal(plain, self._aad)
         return _REC.pack(_REC_MAGIC, len(payload), zlib.crc32(payload)) + payload

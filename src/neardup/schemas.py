@@ -35,7 +35,38 @@ _candidate = {
         "union": _int,
         "bands": {"type": "integer", "description": "LSH bands that collided"},
         "first_band": {"type": ["integer", "null"]},
-        "method": {"enum": ["minhash-lsh", "identical"]},
+        "method": {"enum": ["minhash-lsh", "identical", "unverified"]},
+    },
+}
+
+_span_list = {
+    "type": "array",
+    "items": {"type": "array", "items": _int, "minItems": 2, "maxItems": 2},
+    "description": "[start, end) character offsets, merged into maximal runs",
+}
+
+_explanation = {
+    "type": "object",
+    "required": ["candidate", "shared_shingles", "total_shingles", "bands_collided", "spans"],
+    "properties": {
+        "candidate": _str,
+        "jaccard": _num,
+        "shared_shingles": _int,
+        "total_shingles": _int,
+        "method": _str,
+        "bands_collided": {"type": "array", "items": _int},
+        "bands_total": _int,
+        "rows_per_band": _int,
+        "spans": {
+            "type": "object",
+            "properties": {
+                "query": _span_list,
+                "query_offsets": _str,
+                "candidate": {"oneOf": [_span_list, {"type": "null"}]},
+                "candidate_offsets": _str,
+            },
+        },
+        "why": _str,
     },
 }
 
@@ -43,8 +74,13 @@ _decision = {
     "type": "object",
     "required": ["state", "threshold", "policy_version", "predicted_recall", "reason"],
     "properties": {
-        "state": {"enum": ["duplicate", "unique"]},
+        "state": {"enum": ["duplicate", "unique", "review", "rejected"]},
         "duplicate_of": _str,
+        "canonical": {"type": "string", "description": "the cluster's canonical item"},
+        "review_band": {"type": "array", "items": _num},
+        "policy_fingerprint": _str,
+        "verification": _str,
+        "explanation": _explanation,
         "score": {"type": ["number", "null"]},
         "threshold": _num,
         "policy_version": _int,
@@ -115,6 +151,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             **_envelope,
             **_query_info,
             "decision": _decision,
+            "decision_seq": _int,
+            "event_hash": _str,
             "evidence": {"type": "array", "items": _candidate},
         },
     },
@@ -159,6 +197,101 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "media_type": {"type": ["string", "null"]},
             "source_time": {"type": ["string", "null"]},
         },
+    },
+    "Policy": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "version": {"type": "integer", "minimum": 1},
+            "metric": {"const": "jaccard"},
+            "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+            "review_below": {"type": "number", "minimum": 0, "maximum": 0.5},
+            "review_above": {"type": "number", "minimum": 0, "maximum": 0.5},
+            "exact_duplicates": {"enum": ["duplicate", "review"]},
+            "max_candidates": {"type": "integer", "minimum": 1, "maximum": 10000},
+            "estimates": {"enum": ["never", "non_destructive"]},
+        },
+    },
+    "PolicyResponse": {
+        "type": "object",
+        "properties": {
+            **_envelope,
+            "policy": {"type": "object"},
+            "current": {"type": "object"},
+            "history": {"type": "array", "items": {"type": "object"}},
+            "fingerprint": _str,
+            "predicted_recall_at_threshold": _num,
+            "event_hash": _str,
+        },
+    },
+    "DecisionEvent": {
+        "description": "one record of the hash-chained decision log",
+        "type": "object",
+        "required": ["seq", "kind", "time", "policy_version", "scheme_version", "prev"],
+        "properties": {
+            "seq": _int,
+            "kind": {"enum": ["decision", "unlink", "release", "label", "policy", "shadow"]},
+            "item_id": {"type": ["string", "null"]},
+            "actor": {"type": ["string", "null"], "description": "API key id"},
+            "time": _num,
+            "tenant": _str,
+            "method": _str,
+            "scheme_version": _int,
+            "scheme_fingerprint": _str,
+            "policy_version": _int,
+            "decision": _decision,
+            "stored": _bool,
+            "effect": {"type": "object"},
+            "before": {"type": "object"},
+            "rationale": _str,
+            "prev": {"type": "string", "description": "SHA-256 of the previous record"},
+        },
+    },
+    "EventsResponse": {
+        "type": "object",
+        "required": ["events", "chain_verified", "head"],
+        "properties": {
+            **_envelope,
+            "events": {"type": "array", "items": {"$ref": "#/components/schemas/DecisionEvent"}},
+            "chain_verified": _int,
+            "head": _str,
+        },
+    },
+    "ItemStateResponse": {
+        "type": "object",
+        "required": ["item_id", "state"],
+        "properties": {
+            **_envelope,
+            "item_id": _str,
+            "state": {"enum": ["unique", "duplicate", "review"]},
+            "canonical": {"type": ["string", "null"]},
+        },
+    },
+    "ResolveRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "as": {"enum": ["unique", "duplicate"]},
+            "of": _str,
+            "rationale": {"type": "string", "maxLength": 2000},
+        },
+    },
+    "LabelRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["left", "right", "label"],
+        "properties": {
+            "left": _str,
+            "right": _str,
+            "label": {"enum": ["duplicate", "not_duplicate", "unsure"]},
+            "rationale": {"type": "string", "maxLength": 2000},
+            "decision_seq": _int,
+        },
+    },
+    "EventResponse": {
+        "type": "object",
+        "required": ["event", "event_hash"],
+        "properties": {**_envelope, "event": {"type": "object"}, "event_hash": _str},
     },
     "ContentResponse": {
         "type": "object",
@@ -272,6 +405,7 @@ def _op(
 def openapi(version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``neardup serve``."""
     tparam = {"name": "tenant", "in": "path", "required": True, "schema": _str}
+    iparam = {"name": "item_id", "in": "path", "required": True, "schema": _str}
     paths: dict[str, Any] = {
         "/healthz": {"get": {"summary": "liveness", "responses": {"200": {"description": "OK"}}}},
         "/readyz": {
@@ -320,6 +454,66 @@ def openapi(version: str) -> dict[str, Any]:
                 "every read is written to the audit log",
                 None,
                 "ContentResponse",
+                role="reviewer",
+            ),
+        },
+        "/v1/tenants/{tenant}/items/{item_id}/decision": {
+            "parameters": [tparam, iparam],
+            "get": _op(
+                "the item's current decision state (unique, duplicate with its canonical "
+                "item, or review)",
+                None,
+                "ItemStateResponse",
+                role="any of the tenant",
+            ),
+        },
+        "/v1/tenants/{tenant}/items/{item_id}/unlink": {
+            "parameters": [tparam, iparam],
+            "post": _op(
+                "reverse a duplicate link (recorded in the decision log)",
+                "ResolveRequest",
+                "EventResponse",
+                role="reviewer or operator",
+            ),
+        },
+        "/v1/tenants/{tenant}/items/{item_id}/release": {
+            "parameters": [tparam, iparam],
+            "post": _op(
+                "release a quarantined item as unique or as a duplicate of `of`",
+                "ResolveRequest",
+                "EventResponse",
+                role="reviewer or operator",
+            ),
+        },
+        "/v1/tenants/{tenant}/policy": {
+            "parameters": [tparam],
+            "put": _op(
+                "install the next policy version (bounded, audited)",
+                "Policy",
+                "PolicyResponse",
+                role="operator",
+            ),
+            "get": _op("current policy and history", None, "PolicyResponse", role="any"),
+        },
+        "/v1/tenants/{tenant}/decisions": {
+            "parameters": [
+                tparam,
+                {"name": "after", "in": "query", "required": False, "schema": _int},
+                {"name": "limit", "in": "query", "required": False, "schema": _int},
+            ],
+            "get": _op(
+                "the hash-chained decision log (verified on read)",
+                None,
+                "EventsResponse",
+                role="reviewer or operator",
+            ),
+        },
+        "/v1/tenants/{tenant}/labels": {
+            "parameters": [tparam],
+            "post": _op(
+                "a reviewer label for a pair (immutable event with the pair's exact score)",
+                "LabelRequest",
+                "EventResponse",
                 role="reviewer",
             ),
         },

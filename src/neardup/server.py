@@ -258,7 +258,16 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
-        return JSONResponse({"ready": True, "mode": "normal", "tenants": len(service.tenants())})
+        modes = {name: t.mode for name, t in sorted(service.tenants().items())}
+        degraded = sorted(n for n, m in modes.items() if m != "normal")
+        return JSONResponse(
+            {
+                "ready": True,
+                "mode": "degraded" if degraded else "normal",
+                "tenants": len(modes),
+                "degraded_tenants": {n: modes[n] for n in degraded},
+            }
+        )
 
     async def metrics_route(request: Request) -> Response:
         return Response(metrics.render(), media_type="text/plain; version=0.0.4")
@@ -350,6 +359,63 @@ def create_app(
         )
         return JSONResponse(out)
 
+    async def put_policy(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        out = await run_in_threadpool(service.set_policy, p, request.path_params["tenant"], body)
+        return JSONResponse(out)
+
+    async def get_policy(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(service.policies, p, request.path_params["tenant"])
+        return JSONResponse(out)
+
+    def _int_param(request: Request, name: str, default: int, hi: int) -> int:
+        raw = request.query_params.get(name)
+        if raw is None:
+            return default
+        if not raw.isdigit() or not 0 <= int(raw) <= hi:
+            raise InvalidConfig(name, raw, f"must be an integer in [0, {hi}]", f"send ?{name}=N")
+        return int(raw)
+
+    async def get_events(request: Request) -> Response:
+        p = principal(request)
+        after = _int_param(request, "after", 0, 1 << 62)
+        limit = max(1, _int_param(request, "limit", 1000, 10_000))
+        out = await run_in_threadpool(
+            service.events, p, request.path_params["tenant"], after, limit
+        )
+        return JSONResponse(out)
+
+    async def get_state(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(
+            service.item_state, p, request.path_params["tenant"], request.path_params["item_id"]
+        )
+        return JSONResponse(out)
+
+    def resolver(action: str) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            p = principal(request)
+            body = await json_body(request)
+            if not isinstance(body, dict):
+                raise InvalidConfig("body", body, "must be a JSON object", "send {} or an object")
+            out = await run_in_threadpool(
+                service.resolve_item,
+                p,
+                request.path_params["tenant"],
+                request.path_params["item_id"],
+                action,
+                body,
+            )
+            return JSONResponse(out)
+
+        return handle
+
+    async def post_label(request: Request) -> Response:
+        p, body = principal(request), await json_body(request)
+        out = await run_in_threadpool(service.label, p, request.path_params["tenant"], body)
+        return JSONResponse(out)
+
     async def digest(request: Request) -> Response:
         p = principal(request)
         return JSONResponse(
@@ -394,6 +460,25 @@ def create_app(
             route("content", get_content),
             methods=["GET"],
         ),
+        Route(
+            "/v1/tenants/{tenant}/items/{item_id}/decision",
+            route("item_state", get_state),
+            methods=["GET"],
+        ),
+        Route(
+            "/v1/tenants/{tenant}/items/{item_id}/unlink",
+            route("unlink", resolver("unlink")),
+            methods=["POST"],
+        ),
+        Route(
+            "/v1/tenants/{tenant}/items/{item_id}/release",
+            route("release", resolver("release")),
+            methods=["POST"],
+        ),
+        Route("/v1/tenants/{tenant}/policy", route("policy_put", put_policy), methods=["PUT"]),
+        Route("/v1/tenants/{tenant}/policy", route("policy_get", get_policy), methods=["GET"]),
+        Route("/v1/tenants/{tenant}/decisions", route("decisions", get_events), methods=["GET"]),
+        Route("/v1/tenants/{tenant}/labels", route("labels", post_label), methods=["POST"]),
         Route("/v1/tenants/{tenant}/digest", route("digest", digest), methods=["GET"]),
         Route("/v1/tenants/{tenant}/candidates", route("candidates", candidates), methods=["POST"]),
         Route("/v1/tenants/{tenant}/decide", route("decide", decide), methods=["POST"]),

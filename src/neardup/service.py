@@ -97,8 +97,25 @@ class ServiceConfig:
     max_scan: int = 20_000
     compact_delta: int = 16_384
     content_roots: tuple[str, ...] = ()
+    #: Policy thresholds operators may set; outside it a change is refused.
+    policy_threshold_range: tuple[float, float] = (0.5, 0.99)
+    #: A policy whose review band starts where the layout's candidate recall is
+    #: below this is refused (it needs a new layout: a shadow index).
+    policy_min_recall: float = 0.9
 
     def __post_init__(self) -> None:
+        lo, hi = self.policy_threshold_range
+        if not 0 < lo <= hi <= 1:
+            raise InvalidConfig(
+                "policy_threshold_range",
+                self.policy_threshold_range,
+                "must satisfy 0 < lo <= hi <= 1",
+                "use e.g. (0.5, 0.99)",
+            )
+        if not 0 < self.policy_min_recall <= 1:
+            raise InvalidConfig(
+                "policy_min_recall", self.policy_min_recall, "must be in (0, 1]", "use e.g. 0.9"
+            )
         for name in ("master_key_file", "keys_file"):
             path = getattr(self, name)
             if _inside(path, self.data_dir):
@@ -412,9 +429,113 @@ class Service:
         )
 
     def decide(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """Decide an item and record it; with ``item_id`` the item is stored too (and
+        linked or quarantined by the decision), without it only the decision is logged."""
         self._check_item(body, tenant_id)
         t = self.tenant(principal, "decide", tenant_id)
-        return t.decide(self._content(body), max_token_bytes=self.config.max_token_bytes)
+        if body.get("item_id"):
+            self.tenant(principal, "upsert", tenant_id)
+            out = t.upsert(
+                item_id=body["item_id"],
+                content=self._content(body),
+                media_type=body.get("media_type"),
+                source_time=body.get("source_time"),
+                idempotency_key=body.get("idempotency_key"),
+                replace=bool(body.get("replace", False)),
+                body=body,
+                max_token_bytes=self.config.max_token_bytes,
+                actor=principal.key_id,
+            )
+            return {
+                **{k: v for k, v in out.items() if k != "candidates"},
+                "decision_seq": out.get("seq"),
+                "evidence": out.get("candidates", [])[:5],
+            }
+        return t.decide(
+            self._content(body),
+            max_token_bytes=self.config.max_token_bytes,
+            actor=principal.key_id,
+        )
+
+    # -- decision layer ------------------------------------------------------------
+    def set_policy(
+        self, principal: Principal, tenant_id: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        t = self.tenant(principal, "policy", tenant_id)
+        try:
+            out = t.set_policy(
+                body,
+                actor=principal.key_id,
+                threshold_range=self.config.policy_threshold_range,
+                min_recall=self.config.policy_min_recall,
+            )
+        except NeardupError as exc:
+            self.audit.write(
+                principal, "policy", tenant_id, outcome="refused", error=str(exc)[:500]
+            )
+            raise
+        self.audit.write(
+            principal,
+            "policy",
+            tenant_id,
+            outcome="ok",
+            version=out["policy"]["version"],
+            fingerprint=out["fingerprint"],
+        )
+        return out
+
+    def policies(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
+        return self.tenant(principal, "read", tenant_id).policies()
+
+    def events(
+        self, principal: Principal, tenant_id: str, after: int = 0, limit: int = 1000
+    ) -> dict[str, Any]:
+        return self.tenant(principal, "decisions", tenant_id).events(after=after, limit=limit)
+
+    def item_state(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
+        return self.tenant(principal, "read", tenant_id).state(item_id)
+
+    def resolve_item(
+        self, principal: Principal, tenant_id: str, item_id: str, action: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``unlink`` a duplicate or ``release`` a quarantined item (audited events)."""
+        t = self.tenant(principal, "resolve", tenant_id)
+        rationale = str(body.get("rationale", ""))
+        if action == "unlink":
+            out = t.unlink(item_id, actor=principal.key_id, rationale=rationale)
+        else:
+            out = t.release(
+                item_id,
+                actor=principal.key_id,
+                as_state=str(body.get("as", "unique")),
+                of=body.get("of"),
+                rationale=rationale,
+            )
+        self.audit.write(
+            principal, action, tenant_id, item_id=item_id, seq=out["event"]["seq"]
+        )
+        return out
+
+    def label(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(body, dict) or not {"left", "right", "label"} <= set(body):
+            raise InvalidConfig(
+                "body",
+                body,
+                "needs left, right and label",
+                'send {"left": "A", "right": "B", "label": "duplicate"}',
+            )
+        t = self.tenant(principal, "feedback", tenant_id)
+        seq = body.get("decision_seq")
+        out = t.label(
+            str(body["left"]),
+            str(body["right"]),
+            str(body["label"]),
+            actor=principal.key_id,
+            rationale=str(body.get("rationale", "")),
+            decision_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+        )
+        self.audit.write(principal, "label", tenant_id, seq=out["event"]["seq"])
+        return out
 
     def verify(self, principal: Principal, tenant_id: str, left: str, right: str) -> dict[str, Any]:
         return self.tenant(principal, "verify", tenant_id).verify(left, right)

@@ -54,6 +54,32 @@ CREATE TABLE IF NOT EXISTS idem (
   seq INTEGER NOT NULL,
   response BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS events (
+  seq INTEGER PRIMARY KEY,
+  kind TEXT NOT NULL,
+  item_id TEXT,
+  record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS links (
+  item_id TEXT PRIMARY KEY,
+  state TEXT NOT NULL,
+  canonical TEXT,
+  seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS policies (
+  version INTEGER PRIMARY KEY,
+  doc TEXT NOT NULL,
+  seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS labels (
+  seq INTEGER PRIMARY KEY,
+  reviewer TEXT NOT NULL,
+  left_id TEXT NOT NULL,
+  right_id TEXT NOT NULL,
+  score REAL NOT NULL,
+  label TEXT NOT NULL,
+  record TEXT NOT NULL
+);
 """
 
 
@@ -254,8 +280,126 @@ class FeatureStore:
             "SELECT key, body_sha, seq, response FROM idem ORDER BY key"
         ):
             h.update(f"{key}\x00{body_sha}\x00{seq}\x00".encode() + bytes(resp))
+        h.update(self.decision_digest().encode())
         h.update(str(self.applied_seq).encode())
         return h.hexdigest()
+
+    def decision_digest(self) -> str:
+        """SHA-256 over the decision layer: events, current links, policies, labels."""
+        h = hashlib.sha256()
+        for table, order in (
+            ("events", "seq"),
+            ("links", "item_id"),
+            ("policies", "version"),
+            ("labels", "seq"),
+        ):
+            h.update(table.encode())
+            for row in self._db.execute(f"SELECT * FROM {table} ORDER BY {order}"):  # noqa: S608
+                h.update(json.dumps(list(row), separators=(",", ":")).encode())
+        return h.hexdigest()
+
+    def link_state(self) -> dict[str, tuple[str, str | None]]:
+        """item id -> (state, canonical) for items decided duplicate or review."""
+        return {
+            str(i): (str(st), None if c is None else str(c))
+            for i, st, c in self._db.execute(
+                "SELECT item_id, state, canonical FROM links ORDER BY item_id"
+            )
+        }
+
+    def link(self, item_id: str) -> tuple[str, str | None] | None:
+        row = self._db.execute(
+            "SELECT state, canonical FROM links WHERE item_id=?", (item_id,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
+
+    def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for (rec,) in self._db.execute(
+            "SELECT record FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        ):
+            d: dict[str, Any] = json.loads(rec)
+            out.append(d)
+        return out
+
+    def last_event(self) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT record FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        if row is None:
+            return None
+        d: dict[str, Any] = json.loads(row[0])
+        return d
+
+    def policies(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for (doc,) in self._db.execute("SELECT doc FROM policies ORDER BY version"):
+            d: dict[str, Any] = json.loads(doc)
+            out.append(d)
+        return out
+
+    def labels(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for (rec,) in self._db.execute("SELECT record FROM labels ORDER BY seq"):
+            d: dict[str, Any] = json.loads(rec)
+            out.append(d)
+        return out
+
+    def bandkeys(self, pos: int) -> npt.NDArray[np.uint32] | None:
+        row = self._db.execute("SELECT bandkeys FROM items WHERE pos=?", (pos,)).fetchone()
+        if row is None or row[0] is None:
+            return None
+        return np.frombuffer(bytes(row[0]), dtype="<u4").astype(np.uint32)
+
+    def _event(self, seq: int, event: dict[str, Any]) -> None:
+        """Record a decision-log event and its effect (inside the caller's transaction)."""
+        rec = json.dumps(event, sort_keys=True, separators=(",", ":"))
+        self._db.execute(
+            "INSERT INTO events(seq, kind, item_id, record) VALUES (?,?,?,?)",
+            (seq, event["kind"], event.get("item_id"), rec),
+        )
+        link = event.get("effect")
+        if link is not None:
+            if link["state"] in ("duplicate", "review"):
+                self._db.execute(
+                    "INSERT OR REPLACE INTO links(item_id, state, canonical, seq) VALUES (?,?,?,?)",
+                    (link["item_id"], link["state"], link.get("canonical"), seq),
+                )
+            else:
+                self._db.execute("DELETE FROM links WHERE item_id=?", (link["item_id"],))
+        if event["kind"] == "policy":
+            self._db.execute(
+                "INSERT INTO policies(version, doc, seq) VALUES (?,?,?)",
+                (
+                    event["policy"]["version"],
+                    json.dumps(event["policy"], sort_keys=True, separators=(",", ":")),
+                    seq,
+                ),
+            )
+        elif event["kind"] == "label":
+            self._db.execute(
+                "INSERT INTO labels(seq, reviewer, left_id, right_id, score, label, record) "
+                "VALUES (?,?,?,?,?,?,?)",
+                (
+                    seq,
+                    event["reviewer"],
+                    event["left"],
+                    event["right"],
+                    float(event["score"]),
+                    event["label"],
+                    rec,
+                ),
+            )
+
+    def apply_event(
+        self, seq: int, event: dict[str, Any], idem: tuple[str, str, bytes] | None = None
+    ) -> bool:
+        """Apply a decision-layer command; False (nothing changes) if already applied."""
+        if seq <= self.applied_seq:
+            return False
+        with self._tx():
+            self._event(seq, event)
+            self._idem(seq, idem)
+            self._set_applied(seq)
+        return True
 
     # -- writes (each one transaction, advancing applied_seq) ----------------------
     def apply_upsert(
@@ -272,6 +416,7 @@ class FeatureStore:
         source_time: str | None,
         replaces: int | None,
         idem: tuple[str, str, bytes] | None,
+        event: dict[str, Any] | None = None,
     ) -> bool:
         """Apply an upsert command; False (and nothing changes) if already applied."""
         if seq <= self.applied_seq:
@@ -304,6 +449,8 @@ class FeatureStore:
                     source_time,
                 ),
             )
+            if event is not None:
+                self._event(seq, event)
             self._idem(seq, idem)
             self._set_applied(seq)
         return True

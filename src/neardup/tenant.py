@@ -52,6 +52,7 @@ from ._crypto import MasterSecret, Sealer
 from ._errors import (
     Conflict,
     CorruptFile,
+    Degraded,
     EmptyDocument,
     InvalidConfig,
     LimitExceeded,
@@ -63,7 +64,17 @@ from ._errors import (
 from ._fingerprint import canonical_json, fingerprint
 from .cmdlog import Command, CommandLog
 from .config import Config, ShingleSpec
-from .hashing import HashKey, SchemeDescriptor, _hash_encoded
+from .decisions import (
+    GENESIS,
+    Policy,
+    band_estimate,
+    chain_hash,
+    colliding_bands,
+    outcome,
+    verify_chain,
+)
+from .explain import _merge, _positioned
+from .hashing import HashKey, SchemeDescriptor, _hash_encoded, hash_documents
 from .lsh import candidate_probability
 from .minhash import MinHasher
 from .normalize import EncodedTexts, _encode, get_normalizer
@@ -212,6 +223,7 @@ class Candidate:
     bands: int
     first_band: int | None
     method: str
+    pos: int = -1
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -389,6 +401,12 @@ class Tenant:
                 raise CorruptFile(store_path, problem)
         except CorruptFile as exc:
             self.store = self._recover_store(store_path, exc)
+        st = os.stat(store_path)
+        self._store_identity = (st.st_dev, st.st_ino)
+        pols = self.store.policies()
+        self.policy = Policy.from_dict(pols[-1]) if pols else self._initial_policy()
+        last = self.store.last_event()
+        self._last_hash = chain_hash(last) if last is not None else GENESIS
         applied = self.store.applied_seq
         n = 0
         for cmd in self.log.commands(after=applied):
@@ -552,7 +570,7 @@ class Tenant:
         bands_hit = dict(zip(pos.tolist(), q.bands_hit.tolist(), strict=True))
         first = dict(zip(pos.tolist(), q.first_band.tolist(), strict=True))
         order = sorted(bands_hit, key=lambda p: (-bands_hit[p], p))
-        cap = self.config.max_candidates
+        cap = min(self.config.max_candidates, self.policy.max_candidates)
         capped = q.capped or len(order) > cap
         chosen = list(dict.fromkeys(same + [p for p in order if p != exclude]))[:cap]
         feats = self.store.features(chosen)
@@ -565,7 +583,9 @@ class Tenant:
             score = inter / union if union else 1.0
             method = "identical" if p in same and inter == union else "minhash-lsh"
             out.append(
-                Candidate(item_id, score, inter, union, bands_hit.get(p, 0), first.get(p), method)
+                Candidate(
+                    item_id, score, inter, union, bands_hit.get(p, 0), first.get(p), method, p
+                )
             )
         out.sort(key=lambda c: (-c.score, c.item_id))
         self.counters.queries += 1
@@ -580,33 +600,149 @@ class Tenant:
         }
         return out[:limit], info
 
-    def decision(self, cands: list[Candidate], info: dict[str, Any]) -> dict[str, Any]:
-        """duplicate / unique by the policy threshold, with the evidence."""
-        t = self.config.threshold
+    def decision(
+        self,
+        cands: list[Candidate],
+        info: dict[str, Any],
+        *,
+        prep: Prepared | None = None,
+        content: str | None = None,
+        verifiable: bool = True,
+    ) -> dict[str, Any]:
+        """The policy's outcome for these exactly scored candidates, with the evidence.
+
+        With ``prep`` and ``content`` the best candidate of a ``duplicate`` or
+        ``review`` outcome is explained: shared / total shingles, the bands that
+        collided, and the shared spans as offsets into ``content`` (and into the
+        candidate's retained normalized text when the tenant keeps text).
+        """
+        pol = self.policy
         best = cands[0] if cands else None
-        base = {
-            "threshold": t,
-            "policy_version": self.config.policy_version,
-            "predicted_recall": self.predicted_recall,
+        est = (
+            band_estimate(max(c.bands for c in cands), self.bands, self.rows) if cands else None
+        )
+        out = outcome(
+            pol,
+            best_score=best.score if best and verifiable else None,
+            identical=bool(best and best.method == "identical" and verifiable),
+            capped=bool(info["capped"]),
+            found=int(info["candidates_found"]),
+            predicted_recall=self.predicted_recall_at(pol.threshold),
+            verifiable=verifiable,
+            best_estimate=est,
+        )
+        d: dict[str, Any] = {
+            "state": out.state,
+            "reason": out.reason,
+            "threshold": pol.threshold,
+            "review_band": [pol.review_low, pol.review_high],
+            "policy_version": pol.version,
+            "policy_fingerprint": pol.fingerprint,
+            "predicted_recall": self.predicted_recall_at(pol.threshold),
             "capped": info["capped"],
+            "verification": "exact" if verifiable else "unavailable (exact-hash-only mode)",
+            "score": best.score if best and verifiable else None,
         }
-        if best is not None and best.score >= t:
-            return {
-                **base,
-                "state": "duplicate",
-                "duplicate_of": best.item_id,
-                "score": best.score,
-                "reason": f"exact Jaccard {best.score:.4f} >= threshold {t} "
-                f"({best.shared}/{best.union} shingles shared)",
-            }
-        if best is None:
-            reason = (
-                "no candidate found; a pair at the threshold is found with probability "
-                f"{self.predicted_recall:.4f}, so this is not proof of uniqueness"
-            )
-        else:
-            reason = f"best exact Jaccard {best.score:.4f} < threshold {t}"
-        return {**base, "state": "unique", "score": best.score if best else None, "reason": reason}
+        if best is not None and out.state in ("duplicate", "review") and verifiable:
+            d["duplicate_of"] = best.item_id
+            if out.state == "duplicate":
+                d["canonical"] = self._canonical(best.item_id)
+            if prep is not None and content is not None:
+                d["explanation"] = self._explain(prep, content, best, out.reason)
+        return d
+
+    def predicted_recall_at(self, threshold: float) -> float:
+        """Probability that a pair at ``threshold`` shares a band (this layout)."""
+        return float(candidate_probability(threshold, self.bands, self.rows))
+
+    def _canonical(self, item_id: str) -> str:
+        # Links always point at a cluster's canonical item, so one hop suffices.
+        link = self.store.link(item_id)
+        if link is not None and link[0] == "duplicate" and link[1] is not None:
+            return link[1]
+        return item_id
+
+    def _hash_strings(self, strings: list[str]) -> list[npt.NDArray[np.uint64]]:
+        """Each string's keyed shingle hash (the strings are normalized shingles)."""
+        if not strings:
+            return []
+        import numba
+
+        raw = Config(
+            threshold=self.dedup.threshold,
+            normalizer="raw",
+            shingle=self.dedup.shingle,
+            hash_algorithm="siphash24",
+            num_perm=self.dedup.num_perm,
+            bands=self.bands,
+            rows=self.rows,
+        )
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            sets = hash_documents(strings, raw, key=self.key)
+        finally:
+            numba.set_num_threads(before)
+        return [sets.get(i) for i in range(len(strings))]
+
+    def _spans(
+        self, text: str, normalizer: str, other: npt.NDArray[np.uint64]
+    ) -> list[list[int]]:
+        """Character spans of ``text`` covered by shingles whose keyed hash is in ``other``.
+
+        Works for hashes-only tenants: only the other side's hash set is needed.
+        """
+        spec = self.dedup.shingle
+        char_spec = (
+            spec
+            if spec.kind != "byte"
+            else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
+        )
+        nt = get_normalizer(normalizer).with_offsets(text)
+        pos = _positioned(nt, char_spec)
+        hashes = self._hash_strings([p[0] for p in pos])
+        spans = [
+            nt.original_span(s, e)
+            for (_, s, e), h in zip(pos, hashes, strict=True)
+            if h.size and bool(np.isin(h, other, assume_unique=True).all())
+        ]
+        return [[a, b] for a, b in _merge(spans)]
+
+    def _explain(
+        self, prep: Prepared, content: str, best: Candidate, reason: str
+    ) -> dict[str, Any]:
+        stored_keys = self.store.bandkeys(best.pos)
+        collided = (
+            colliding_bands(prep.bandkeys.tolist(), stored_keys.tolist())
+            if stored_keys is not None
+            else []
+        )
+        feats = self.store.features([best.pos]).get(best.pos)
+        other = feats[1] if feats is not None else np.zeros(0, dtype=np.uint64)
+        cand_text = self.store.text(best.pos) if self.config.retain == "text" else None
+        return {
+            "candidate": best.item_id,
+            "jaccard": best.score,
+            "shared_shingles": best.shared,
+            "total_shingles": best.union,
+            "method": best.method,
+            "bands_collided": collided,
+            "bands_total": self.bands,
+            "rows_per_band": self.rows,
+            "spans": {
+                "query": self._spans(content, self.config.normalizer, other),
+                "query_offsets": "characters of the submitted content",
+                "candidate": (
+                    self._spans(cand_text, "raw", prep.features) if cand_text is not None else None
+                ),
+                "candidate_offsets": (
+                    "characters of the candidate's retained normalized text"
+                    if cand_text is not None
+                    else "not available: the tenant retains hashed shingles only"
+                ),
+            },
+            "why": reason,
+        }
 
     def _envelope(self) -> dict[str, Any]:
         env = self.__dict__.get("_env")
@@ -616,13 +752,14 @@ class Tenant:
                 "method": "minhash-lsh+exact-jaccard",
                 "scheme_fingerprint": self.scheme.fingerprint,
                 "scheme_version": self.config.scheme_version,
-                "policy_version": self.config.policy_version,
             }
-        return dict(env)
+        return {**env, "policy_version": self.policy.version}
 
     def candidates(
         self, content: str, *, limit: int, max_token_bytes: int = 1024
     ) -> dict[str, Any]:
+        """Exactly scored candidates without storing anything; the ``decision`` in the
+        answer is a preview under the current policy and is not recorded."""
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         cands, info = self.find(prep, limit=limit)
         if cands:
@@ -636,18 +773,307 @@ class Tenant:
             "decision": self.decision(cands, info),
         }
 
-    def decide(self, content: str, *, max_token_bytes: int = 1024) -> dict[str, Any]:
+    def decide(
+        self, content: str, *, max_token_bytes: int = 1024, actor: str | None = None
+    ) -> dict[str, Any]:
+        """Decide ``content`` under the current policy and record the decision.
+
+        Nothing is stored but the decision-log event (``stored: false``); to store
+        the item and link or quarantine it, upsert it (its decision is recorded too).
+        """
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
-        cands, info = self.find(prep, limit=self.config.max_candidates)
-        if cands:
-            self.log.sync(self.log.last_seq)
-        d = self.decision(cands, info)
+        verifiable = self.features_available()
+        with self._lock:
+            if verifiable:
+                cands, info = self.find(prep, limit=self.policy.max_candidates)
+            else:
+                cands, info = self.find_unverified(prep)
+            d = self.decision(cands, info, prep=prep, content=content, verifiable=verifiable)
+            # Unverified candidates have no score and no id (the store is gone): the
+            # decision reports how many there were, never what they might score.
+            evidence = [c.to_dict() for c in cands[:5]] if verifiable else []
+            seq = self.seq + 1
+            event = self._event(
+                seq,
+                "decision",
+                None,
+                actor,
+                decision=d,
+                stored=False,
+                content_hash=prep.content_hash,
+                candidates=[
+                    {k: e[k] for k in ("item_id", "score", "shared", "union")} for e in evidence
+                ],
+            )
+            cmd = Command(seq, {"op": "event", "event": event})
+            self.log.write([cmd])
+            self._apply(cmd, index=True)
+            sync_to = self.seq
+        self.log.sync(sync_to)
         return {
             **self._envelope(),
             "decision": d,
-            "evidence": [c.to_dict() for c in cands[:5]],
+            "decision_seq": seq,
+            "event_hash": chain_hash(event),
+            "evidence": evidence,
             **info,
         }
+
+    # -- decision log ------------------------------------------------------------
+    def _event(
+        self, seq: int, kind: str, item_id: str | None, actor: str | None, **fields: Any
+    ) -> dict[str, Any]:
+        """A decision-log record, chained to the previous one (call under the lock)."""
+        return {
+            "seq": seq,
+            "kind": kind,
+            "item_id": item_id,
+            "actor": actor,
+            "time": round(time.time(), 6),
+            "tenant": self.tenant,
+            "method": "minhash-lsh+exact-jaccard",
+            "scheme_version": self.config.scheme_version,
+            "scheme_fingerprint": self.scheme.fingerprint,
+            "policy_version": self.policy.version,
+            **fields,
+            "prev": self._last_hash,
+        }
+
+    def events(self, *, after: int = 0, limit: int = 1000) -> dict[str, Any]:
+        """Decision-log records with ``seq > after`` (oldest first) and the chain check."""
+        recs = self.store.events(after=after, limit=limit)
+        n = verify_chain(self.store.events(limit=1 << 62), what=f"tenant {self.tenant} log")
+        return {
+            **self._envelope(),
+            "events": recs,
+            "chain_verified": n,
+            "head": self._last_hash,
+        }
+
+    def _record(
+        self, kind: str, item_id: str | None, actor: str | None, **fields: Any
+    ) -> dict[str, Any]:
+        """Write a standalone decision-layer event and apply it (durable on return)."""
+        with self._lock:
+            seq = self.seq + 1
+            event = self._event(seq, kind, item_id, actor, **fields)
+            cmd = Command(seq, {"op": "event", "event": event})
+            self.log.write([cmd])
+            self._apply(cmd, index=True)
+            sync_to = self.seq
+        self.log.sync(sync_to)
+        return event
+
+    def unlink(self, item_id: str, *, actor: str | None, rationale: str = "") -> dict[str, Any]:
+        """Reverse a ``duplicate`` link: the item becomes unique again (an event too)."""
+        with self._lock:
+            link = self.store.link(item_id)
+            if link is None or link[0] != "duplicate":
+                raise Conflict(
+                    f"item {item_id!r} is not linked as a duplicate "
+                    f"(state {link[0] if link else 'unique'})",
+                    "unlink only items decided duplicate; release quarantined ones",
+                )
+            event = self._record(
+                "unlink",
+                item_id,
+                actor,
+                rationale=str(rationale)[:2000],
+                before={"state": link[0], "canonical": link[1]},
+                effect={"item_id": item_id, "state": "unique", "canonical": None},
+            )
+        return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
+
+    def release(
+        self,
+        item_id: str,
+        *,
+        actor: str | None,
+        as_state: str = "unique",
+        of: str | None = None,
+        rationale: str = "",
+    ) -> dict[str, Any]:
+        """Resolve a quarantined (``review``) item as ``unique`` or as a ``duplicate`` of ``of``."""
+        if as_state not in ("unique", "duplicate"):
+            raise InvalidConfig("as", as_state, "unknown outcome", "use unique or duplicate")
+        with self._lock:
+            link = self.store.link(item_id)
+            if link is None or link[0] != "review":
+                raise Conflict(
+                    f"item {item_id!r} is not quarantined "
+                    f"(state {link[0] if link else 'unique'})",
+                    "release only items decided review",
+                )
+            canonical = None
+            if as_state == "duplicate":
+                cur = self.store.current(of) if isinstance(of, str) else None
+                if not isinstance(of, str) or cur is None or not cur.live or of == item_id:
+                    raise InvalidConfig(
+                        "of", of, "must name another live stored item", "send the original's id"
+                    )
+                canonical = self._canonical(of)
+            event = self._record(
+                "release",
+                item_id,
+                actor,
+                rationale=str(rationale)[:2000],
+                before={"state": link[0], "canonical": link[1]},
+                effect={"item_id": item_id, "state": as_state, "canonical": canonical},
+            )
+        return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
+
+    def link_state(self) -> dict[str, tuple[str, str | None]]:
+        """Current links and quarantines: item id -> (state, canonical)."""
+        return self.store.link_state()
+
+    def state(self, item_id: str) -> dict[str, Any]:
+        """An item's current decision state (unique unless linked or quarantined)."""
+        link = self.store.link(item_id)
+        return {
+            **self._envelope(),
+            "item_id": item_id,
+            "state": link[0] if link else "unique",
+            "canonical": link[1] if link else None,
+        }
+
+    def label(
+        self,
+        left: str,
+        right: str,
+        label: str,
+        *,
+        actor: str,
+        rationale: str = "",
+        decision_seq: int | None = None,
+    ) -> dict[str, Any]:
+        """Record a reviewer label for a pair (an immutable event with its exact score)."""
+        if label not in ("duplicate", "not_duplicate", "unsure"):
+            raise InvalidConfig(
+                "label", label, "unknown label", "use duplicate, not_duplicate or unsure"
+            )
+        if left == right:
+            raise InvalidConfig("right", right, "labels a pair of two items", "name two items")
+        score = self.verify(left, right)["score"]
+        a, b = sorted((left, right))
+        event = self._record(
+            "label",
+            None,
+            actor,
+            reviewer=actor,
+            left=a,
+            right=b,
+            label=label,
+            score=score,
+            rationale=str(rationale)[:2000],
+            decision_seq=decision_seq,
+        )
+        return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
+
+    def set_policy(
+        self,
+        doc: dict[str, Any],
+        *,
+        actor: str | None,
+        threshold_range: tuple[float, float] = (0.5, 0.99),
+        min_recall: float = 0.9,
+    ) -> dict[str, Any]:
+        """Install the next policy version (bounded; never lowers recall below ``min_recall``).
+
+        Refused with the estimate in the message: a version that is not the next
+        one, a threshold outside ``threshold_range``, a threshold whose predicted
+        candidate recall under this tenant's layout is below ``min_recall`` (that
+        needs a new layout: a shadow index), or more candidates per query than
+        the tenant's ``max_candidates`` budget.
+        """
+        pol = Policy.from_dict({**doc, "version": doc.get("version", self.policy.version + 1)})
+        if pol.version != self.policy.version + 1:
+            raise Conflict(
+                f"policy version {pol.version} is not the next one (current {self.policy.version})",
+                f"send version {self.policy.version + 1}; used versions are immutable",
+            )
+        lo, hi = threshold_range
+        if not lo <= pol.threshold <= hi:
+            raise InvalidConfig(
+                "threshold", pol.threshold, f"is outside the safe range [{lo}, {hi}]",
+                "ask for a threshold inside the range",
+            )
+        rec = self.predicted_recall_at(pol.review_low)
+        if rec < min_recall:
+            raise InvalidConfig(
+                "threshold",
+                pol.threshold,
+                f"would lower candidate recall: at {pol.review_low:.4f} this layout "
+                f"({self.bands} bands x {self.rows} rows) finds a pair with probability "
+                f"{rec:.4f} < {min_recall}",
+                "keep the threshold, or build a shadow index with a layout for it and promote it",
+            )
+        if pol.max_candidates > self.config.max_candidates:
+            per_item = 8 * max(1, self.config.max_shingles // 10)
+            raise InvalidConfig(
+                "max_candidates",
+                pol.max_candidates,
+                f"exceeds the tenant's budget of {self.config.max_candidates} "
+                f"(about {pol.max_candidates * per_item} bytes of features read per query)",
+                f"use at most {self.config.max_candidates}",
+            )
+        event = self._record(
+            "policy", None, actor, policy=pol.to_dict(), fingerprint=pol.fingerprint
+        )
+        return {
+            **self._envelope(),
+            "policy": pol.to_dict(),
+            "fingerprint": pol.fingerprint,
+            "predicted_recall_at_threshold": self.predicted_recall_at(pol.threshold),
+            "event_hash": chain_hash(event),
+        }
+
+    def policies(self) -> dict[str, Any]:
+        return {
+            **self._envelope(),
+            "current": self.policy.to_dict(),
+            "fingerprint": self.policy.fingerprint,
+            "history": [self._initial_policy().to_dict(), *self.store.policies()],
+        }
+
+    def _initial_policy(self) -> Policy:
+        return Policy(
+            version=self.config.policy_version,
+            threshold=self.config.threshold,
+            max_candidates=self.config.max_candidates,
+        )
+
+    # -- degraded mode -----------------------------------------------------------
+    def features_available(self) -> bool:
+        """False when the feature store's file is gone or replaced (exact-hash-only mode)."""
+        try:
+            st = os.stat(self.store.path)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._store_identity
+
+    @property
+    def mode(self) -> str:
+        return "normal" if self.features_available() else "exact-hash-only"
+
+    def find_unverified(self, prep: Prepared) -> tuple[list[Candidate], dict[str, Any]]:
+        """Band candidates without reading the feature store (scores unknown)."""
+        q = self.index.query(prep.bandkeys, max_scan=self.max_scan)
+        maybe = prep.content_hash in self._screen
+        info = {
+            "candidates_found": int(q.positions.shape[0]) + int(maybe),
+            "candidates_verified": 0,
+            "bucket_entries_scanned": q.scanned,
+            "capped": q.capped,
+        }
+        cands = [
+            Candidate("?", float("nan"), 0, 0, int(b), int(f), "unverified", int(p))
+            for p, b, f in zip(
+                q.positions.tolist(), q.bands_hit.tolist(), q.first_band.tolist(), strict=True
+            )
+        ]
+        if maybe and not cands:
+            cands = [Candidate("?", float("nan"), 0, 0, self.bands, 0, "unverified", -1)]
+        return cands, info
 
     def verify(self, left: str, right: str) -> dict[str, Any]:
         """Exact Jaccard of two stored, live items under the tenant's policy."""
@@ -747,15 +1173,32 @@ class Tenant:
         replace: bool = False,
         body: dict[str, Any] | None = None,
         max_token_bytes: int = 1024,
+        actor: str | None = None,
     ) -> dict[str, Any]:
-        """Store an item and return its exactly scored candidates among earlier items."""
+        """Store an item, decide it under the current policy (recorded in the decision
+        log: linked, quarantined or kept) and return its exactly scored candidates."""
         if not isinstance(item_id, str) or not 0 < len(item_id) <= 256:
             raise InvalidConfig("item_id", item_id, "must be a 1-256 character string", "send one")
         body = body if body is not None else {"item_id": item_id, "content": content}
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
+        if not self.features_available():
+            raise Degraded(
+                f"tenant {self.tenant!r} is in exact-hash-only mode: its feature store is "
+                "unavailable, so nothing can be stored or exactly verified",
+                "retry later; an operator restores the feature store (restart recovers it "
+                "from the latest snapshot and the command log)",
+            )
         with self._lock:
             response = self._upsert_locked(
-                item_id, prep, body, idempotency_key, replace, media_type, source_time
+                item_id,
+                prep,
+                body,
+                idempotency_key,
+                replace,
+                media_type,
+                source_time,
+                content=content,
+                actor=actor,
             )
             # Whatever this response reports (its own record, an earlier one it
             # repeats, or candidates written by concurrent requests) is on disk
@@ -775,6 +1218,9 @@ class Tenant:
         replace: bool,
         media_type: str | None,
         source_time: str | None,
+        *,
+        content: str,
+        actor: str | None,
     ) -> dict[str, Any]:
         stored = self._idempotent(idempotency_key, body)
         if stored is not None:
@@ -805,8 +1251,27 @@ class Tenant:
                 "tombstone and compact items, or ask an operator to raise max_items",
                 status=429,
             )
-        cands, info = self.find(prep, limit=self.config.max_candidates, exclude=replaces)
+        cands, info = self.find(prep, limit=self.policy.max_candidates, exclude=replaces)
         seq, pos = self.seq + 1, self._next_pos
+        decision = self.decision(cands, info, prep=prep, content=content)
+        event = self._event(
+            seq,
+            "decision",
+            item_id,
+            actor,
+            decision=decision,
+            stored=True,
+            content_hash=prep.content_hash,
+            candidates=[
+                {"item_id": c.item_id, "score": c.score, "shared": c.shared, "union": c.union}
+                for c in cands[:5]
+            ],
+            effect={
+                "item_id": item_id,
+                "state": decision["state"],
+                "canonical": decision.get("canonical"),
+            },
+        )
         response = {
             **self._envelope(),
             "item_id": item_id,
@@ -815,7 +1280,8 @@ class Tenant:
             "status": "replaced" if replaces is not None else "inserted",
             "candidates": [c.to_dict() for c in cands],
             **info,
-            "decision": self.decision(cands, info),
+            "decision": decision,
+            "event_hash": chain_hash(event),
         }
         text = prep.normalized if self.config.retain == "text" else None
         feats = np.ascontiguousarray(prep.features, dtype="<u8").tobytes()
@@ -833,6 +1299,7 @@ class Tenant:
             "text_bytes": len(tb) if text else None,
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
             "response": response,
+            "event": event,
         }
         cmd = Command(seq, header, feats + keys + tb)
         self.log.write([cmd])
@@ -946,7 +1413,10 @@ class Tenant:
                 source_time=h.get("source_time"),
                 replaces=h.get("replaces"),
                 idem=idem,
+                event=h.get("event"),
             )
+            if h.get("event") is not None:
+                self._applied_event(h["event"])
             if index:
                 old = h.get("replaces")
                 if old is not None and self.index.tombstone(int(old)):
@@ -959,6 +1429,9 @@ class Tenant:
             self.store.apply_tombstone(cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem)
             if index and self.index.tombstone(int(h["pos"])):
                 self._live -= 1
+        elif op == "event":
+            self.store.apply_event(cmd.seq, h["event"], idem)
+            self._applied_event(h["event"])
         elif op == "compact":
             n = self.store.apply_compact(cmd.seq)
             self.seq = max(getattr(self, "seq", 0), cmd.seq)
@@ -967,6 +1440,11 @@ class Tenant:
             raise CorruptFile(self.log.path, f"unknown command {op!r} at sequence {cmd.seq}")
         self.seq = max(getattr(self, "seq", 0), cmd.seq)
         return 0
+
+    def _applied_event(self, event: dict[str, Any]) -> None:
+        self._last_hash = chain_hash(event)
+        if event["kind"] == "policy":
+            self.policy = Policy.from_dict(event["policy"])
 
     # -- inspection --------------------------------------------------------------
     def __len__(self) -> int:

@@ -1,0 +1,182 @@
+"""Decisions through a real server: explanations, reversible links, replay, policies,
+exact-hash-only mode (issue: decisions, explanations, feedback, migration)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import httpx
+
+from service_helpers import Server, producer
+
+BASE = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+A = "the red fox runs very fast across the field"
+B = "The red fox runs very fast across the FIELD today"  # 8/9 shingles shared with A
+
+
+def _key(op: httpx.Client, role: str, tenant: str = "t1") -> str:
+    r = op.post("/v1/keys", json={"role": role, "tenants": [tenant]})
+    r.raise_for_status()
+    return str(r.json()["token"])
+
+
+def test_explanation_names_spans_policy_and_bands(tmp_path: Path) -> None:
+    with (
+        Server(tmp_path / "d", operator_tenants=("t1", "t2")) as srv,
+        srv.client(srv.operator_token) as op,
+    ):
+        assert op.put("/v1/tenants/t1", json={**BASE, "retain": "text"}).status_code == 200
+        assert op.put("/v1/tenants/t2", json=BASE).status_code == 200  # hashes only
+        for tenant in ("t1", "t2"):
+            with producer(srv, op, tenant) as p:
+                url = f"/v1/tenants/{tenant}/decide"
+                assert (
+                    p.post(url, json={"item_id": "A", "content": A}).json()["decision"]["state"]
+                    == "unique"
+                )
+                r = p.post(url, json={"item_id": "B", "content": B})
+                assert r.status_code == 200, r.text
+                d = r.json()["decision"]
+                assert d["state"] == "duplicate" and d["canonical"] == "A"
+                assert d["policy_version"] == 1 and d["policy_fingerprint"]
+                ex = d["explanation"]
+                assert (ex["shared_shingles"], ex["total_shingles"]) == (8, 9)
+                assert ex["jaccard"] == 8 / 9 and ex["bands_collided"]
+                assert set(ex["bands_collided"]) <= set(range(8))
+                # Offsets into the submitted (original) text: everything but "today".
+                assert ex["spans"]["query"] == [[0, B.index(" today")]]
+                assert (
+                    B[slice(*ex["spans"]["query"][0])]
+                    == "The red fox runs very fast across the FIELD"
+                )
+                if tenant == "t1":  # retained text: spans into the candidate too
+                    assert ex["spans"]["candidate"] == [[0, len(A)]]
+                else:
+                    assert ex["spans"]["candidate"] is None
+                assert "0.75" in ex["why"] and "0.8889" in ex["why"]
+                st = p.get(f"/v1/tenants/{tenant}/items/B/decision").json()
+                assert (st["state"], st["canonical"]) == ("duplicate", "A")
+
+
+def _digest(op: httpx.Client) -> str:
+    return str(op.get("/v1/tenants/t1/digest").json()["digest"])
+
+
+def test_unlink_restores_state_and_full_replay_is_identical(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with Server(data) as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=BASE).raise_for_status()
+        rev_tok = _key(op, "reviewer")
+        with producer(srv, op, "t1") as p, srv.client(rev_tok) as rev:
+            p.post("/v1/tenants/t1/items", json={"item_id": "A", "content": A}).raise_for_status()
+            before = p.get("/v1/tenants/t1/items/B/decision").json()
+            assert before["state"] == "unique"
+            b = p.post("/v1/tenants/t1/items", json={"item_id": "B", "content": B}).json()
+            assert b["decision"]["state"] == "duplicate"
+            assert p.get("/v1/tenants/t1/items/B/decision").json()["state"] == "duplicate"
+            # Producers cannot undo a merge; reviewers can, with a rationale.
+            assert p.post("/v1/tenants/t1/items/B/unlink", json={}).status_code == 403
+            u = rev.post("/v1/tenants/t1/items/B/unlink", json={"rationale": "different SKU"})
+            assert u.status_code == 200, u.text
+            assert u.json()["event"]["before"] == {"state": "duplicate", "canonical": "A"}
+            after = p.get("/v1/tenants/t1/items/B/decision").json()
+            assert (after["state"], after["canonical"]) == (before["state"], before["canonical"])
+            assert rev.post("/v1/tenants/t1/items/B/unlink", json={}).status_code == 409
+            # A third item still links to A (the cluster's canonical item).
+            c = p.post(
+                "/v1/tenants/t1/items",
+                json={"item_id": "C", "content": A + " again"},
+            ).json()
+            assert c["decision"]["state"] == "duplicate" and c["decision"]["canonical"] == "A"
+            log = rev.get("/v1/tenants/t1/decisions").json()
+            assert [e["kind"] for e in log["events"]] == [
+                "decision",
+                "decision",
+                "unlink",
+                "decision",
+            ]
+            assert log["chain_verified"] == 4
+            assert all(e["policy_version"] == 1 for e in log["events"])
+        digest = _digest(op)
+    # Replay the whole command log into an empty store: identical state.
+    store = data / "tenants" / "t1" / "features-0.sqlite"
+    for suffix in ("", "-wal", "-shm"):
+        if Path(str(store) + suffix).exists():
+            os.unlink(str(store) + suffix)
+    with Server(data) as srv2, srv2.client(srv2.operator_token) as op2:
+        assert _digest(op2) == digest
+
+
+def test_review_band_quarantine_release_and_policy_versions(tmp_path: Path) -> None:
+    with Server(tmp_path / "d") as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=BASE).raise_for_status()
+        rev = srv.client(_key(op, "reviewer"))
+        with producer(srv, op, "t1") as p, rev:
+            p.post("/v1/tenants/t1/items", json={"item_id": "A", "content": A}).raise_for_status()
+            # Bounded changes: outside the safe range, or losing recall, are refused.
+            low = op.put("/v1/tenants/t1/policy", json={"threshold": 0.3})
+            assert low.status_code == 400 and "safe range" in low.json()["message"]
+            lossy = op.put("/v1/tenants/t1/policy", json={"threshold": 0.55})
+            assert (
+                lossy.status_code == 400
+                and "would lower candidate recall" in lossy.json()["message"]
+            )
+            assert "probability" in lossy.json()["message"]  # the estimate is in the error
+            too_many = op.put(
+                "/v1/tenants/t1/policy", json={"threshold": 0.8, "max_candidates": 500}
+            )
+            assert too_many.status_code == 400 and "budget" in too_many.json()["message"]
+            assert p.put("/v1/tenants/t1/policy", json={"threshold": 0.8}).status_code == 403
+            ok = op.put("/v1/tenants/t1/policy", json={"threshold": 0.9, "review_below": 0.1})
+            assert ok.status_code == 200, ok.text
+            assert ok.json()["policy"]["version"] == 2
+            reuse = op.put("/v1/tenants/t1/policy", json={"version": 2, "threshold": 0.95})
+            assert reuse.status_code == 409  # used versions are immutable
+            # B (J = 8/9 ~ 0.889) now falls in the review band [0.8, 0.9): quarantined.
+            b = p.post("/v1/tenants/t1/items", json={"item_id": "B", "content": B}).json()
+            assert b["decision"]["state"] == "review" and b["policy_version"] == 2
+            assert "review band" in b["decision"]["reason"]
+            assert p.get("/v1/tenants/t1/items/B/decision").json()["state"] == "review"
+            r = rev.post("/v1/tenants/t1/items/B/release", json={"as": "duplicate", "of": "A"})
+            assert r.status_code == 200, r.text
+            st = p.get("/v1/tenants/t1/items/B/decision").json()
+            assert (st["state"], st["canonical"]) == ("duplicate", "A")
+            hist = p.get("/v1/tenants/t1/policy").json()
+            assert [h["version"] for h in hist["history"]] == [1, 2]
+    audit = [json.loads(x) for x in (tmp_path / "d" / "audit.jsonl").read_text().splitlines() if x]
+    pol = [(a["outcome"], a.get("version")) for a in audit if a["op"] == "policy"]
+    assert pol.count(("ok", 2)) == 1 and pol.count(("refused", None)) == 4
+    assert [a["op"] for a in audit].count("release") == 1
+
+
+def test_removed_feature_store_gives_review_never_duplicate(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    with Server(data) as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=BASE).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            p.post("/v1/tenants/t1/items", json={"item_id": "A", "content": A}).raise_for_status()
+            assert (
+                p.post("/v1/tenants/t1/decide", json={"content": A}).json()["decision"]["state"]
+                == "duplicate"
+            )
+            assert httpx.get(f"{srv.url}/readyz").json()["mode"] == "normal"
+            store = data / "tenants" / "t1" / "features-0.sqlite"
+            for suffix in ("", "-wal", "-shm"):
+                if Path(str(store) + suffix).exists():
+                    os.unlink(str(store) + suffix)
+            for text in (A, B):  # identical and near copies
+                r = p.post("/v1/tenants/t1/decide", json={"content": text})
+                assert r.status_code == 200, r.text
+                d = r.json()["decision"]
+                assert d["state"] == "review", d
+                assert "exact-hash-only" in d["reason"] and d["score"] is None
+            fresh = p.post("/v1/tenants/t1/decide", json={"content": "zz yy xx ww vv"}).json()
+            assert fresh["decision"]["state"] == "unique"
+            ready = httpx.get(f"{srv.url}/readyz").json()
+            assert ready["mode"] == "degraded" and ready["degraded_tenants"] == {
+                "t1": "exact-hash-only"
+            }
+            up = p.post("/v1/tenants/t1/items", json={"item_id": "B", "content": B})
+            assert up.status_code == 503 and up.json()["error"] == "degraded"
