@@ -56,8 +56,8 @@ widens the max-F1 plateau (the midpoint rule halves the damage; the plateau is
 reported so a reviewer can see it).
 
 Labels are expected to carry the service's exact Jaccard for the pair under one
-scheme; if a pair's labels disagree on the score, the lower median is used and the
-spread is reported.
+scheme; if a pair's labels disagree on the score, the lower median over unflagged
+reviewers' labels is used and the spread is reported.
 
 Example:
     >>> labels = [Label(reviewer=r, left=f"a{i}", right=f"b{i}", score=s,
@@ -497,9 +497,7 @@ def _loo_stats(
     share: float,
 ) -> tuple[dict[str, tuple[int, int, int]], dict[str, float], bool]:
     """(judged, agreed, disagreed) per active reviewer against the others' majority."""
-    counts = {
-        r: sum(1 for p in by_reviewer[r] if votes[p][r] != "unsure") for r in sorted(active)
-    }
+    counts = {r: sum(1 for p in by_reviewer[r] if votes[p][r] != "unsure") for r in sorted(active)}
     weights, cap_met = _cap_weights(counts, share)
     totals = _tally(votes, weights, active)
     stats: dict[str, tuple[int, int, int]] = {}
@@ -639,11 +637,11 @@ def evaluate_feedback(
 
     latest, superseded = _latest(labels)
     votes: dict[Pair, dict[str, str]] = defaultdict(dict)
-    scores: dict[Pair, list[float]] = defaultdict(list)
+    scores: dict[Pair, dict[str, float]] = defaultdict(dict)
     by_reviewer: dict[str, list[Pair]] = defaultdict(list)
     for (r, p), lab in sorted(latest.items()):
         votes[p][r] = lab.label
-        scores[p].append(lab.score)
+        scores[p][r] = lab.score
         by_reviewer[r].append(p)
     reviewers = sorted(by_reviewer)
 
@@ -708,7 +706,9 @@ def evaluate_feedback(
     pairs_out: list[PairOutcome] = []
     regression: list[RegressionPair] = []
     for p in sorted(votes):
-        sc = sorted(scores[p])
+        # a flagged reviewer's labels must not decide the score either
+        kept = [v for r, v in scores[p].items() if r in active]
+        sc = sorted(kept or scores[p].values())
         score = sc[(len(sc) - 1) // 2]
         cnt = dict.fromkeys(_LABELS, 0)
         excluded = 0
@@ -731,9 +731,7 @@ def evaluate_feedback(
             if share_p < pol.min_agreement:
                 reason = f"consensus share {share_p:.2f} < min_agreement {pol.min_agreement:g}"
             elif cnt[_DUP] + cnt[_NOT] < pol.min_votes:
-                reason = (
-                    f"{cnt[_DUP] + cnt[_NOT]} decisive reviewers < min_votes {pol.min_votes}"
-                )
+                reason = f"{cnt[_DUP] + cnt[_NOT]} decisive reviewers < min_votes {pol.min_votes}"
         admitted = consensus in (_DUP, _NOT) and not reason
         pairs_out.append(
             PairOutcome(
