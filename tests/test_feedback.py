@@ -12,7 +12,7 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from neardup import FeedbackPolicy, InvalidConfig, Label, ThresholdReport, evaluate_feedback
@@ -356,34 +356,56 @@ G = 0.01  # default grid spacing
 W = 0.02  # sure anchors within W of tau
 
 
+Population = tuple[list[Label], list[Label], float, int, dict[str, bool]]
+
+
 @st.composite
-def _population(draw: st.DrawFn) -> tuple[list[Label], list[Label], float, int]:
+def _population(draw: st.DrawFn) -> Population:
     """Honest labels satisfying conditions (b)-(f) of the module docstring with k <= 2,
-    and arbitrary labels from k adversaries (incl. pairs no honest reviewer saw)."""
+    and arbitrary labels from k adversaries (incl. pairs no honest reviewer saw).
+
+    Each pair is decided by 6..all of the 8-10 honest reviewers (rotating, so overlap
+    is partial), some of the others say ``unsure``; at most a quarter of a pair's
+    honest labels are wrong and the honest margin stays >= k + 2 (condition (c)).
+    Returns the labels, tau, k and, per pair id, whether it is "sure".
+    """
     n_honest = draw(st.integers(8, 10))
     k = draw(st.integers(1, 2))
     tau = draw(st.integers(55, 95)) / 100
     unit = st.floats(0.0, 1.0, allow_nan=False)
-    n_free = draw(st.integers(18, 30))
+    n_free = draw(st.integers(24, 36))
     scores = [round(0.3 + 0.7 * draw(unit), 4) for _ in range(n_free)]
     # (f): a sure not_duplicate in [tau - W, tau) and a sure duplicate in [tau, tau + W)
     lo_anchor = min(tau - 1e-4, round(tau - W + W * draw(unit), 4))
     hi_anchor = min(tau + W - 1e-4, round(tau + W * draw(unit), 4))
-    scores = [lo_anchor, hi_anchor, *scores]
-    # honest errors: at most 2 per pair, rotating reviewers (each errs on <= 2/8 of
-    # the pairs, under the 0.3 disagreement bound: condition (d)); margin >= 8 - 4 = k + 2
-    errors = [0, 0] + [draw(st.integers(0, 2)) for _ in range(n_free)]
+    # pairs close to tau, where a vetoed swing pair moves the plateau ends
+    near = [round(tau - 0.03 + 0.06 * draw(unit), 4) for _ in range(draw(st.integers(0, 4)))]
+    scores = [lo_anchor, hi_anchor, *near, *scores]
     honest: list[Label] = []
-    for i, (s, e) in enumerate(zip(scores, errors, strict=True)):
-        wrong = {(i + j) % n_honest for j in range(e)}
-        for h in range(n_honest):
+    sure: dict[str, bool] = {}
+    for i, s in enumerate(scores):
+        n_dec = n_honest if i < 2 else draw(st.integers(6, n_honest))
+        max_err = 0 if i < 2 else min(2, (n_dec - (k + 2)) // 2, n_dec // 4)
+        e = draw(st.integers(0, max_err))
+        deciders = [(i + j) % n_honest for j in range(n_dec)]
+        wrong = set(deciders[:e])  # rotation spreads errors over reviewers: (d)
+        for h in deciders:
             dup = (s >= tau) != (h in wrong)
             honest.append(L(f"h{h}", i, s, "duplicate" if dup else "not_duplicate"))
+        if n_dec < n_honest and draw(st.booleans()):
+            honest.append(L(f"h{(i + n_dec) % n_honest}", i, s, "unsure"))
+        sure[f"x{i:04d}"] = (n_dec - e) / (n_dec + k) >= FeedbackPolicy().min_agreement
     choice = st.sampled_from([None, "duplicate", "not_duplicate", "unsure"])
     bad: list[Label] = []
+    # "strategic" adversaries tell the truth except against it within 0.03 of tau, to
+    # stay unflagged and veto the swing pairs there; others label at random
+    strategic = draw(st.booleans())
     for m in range(k):
         for i, s in enumerate(scores):
             c = draw(choice)
+            if strategic:
+                lie = abs(s - tau) <= 0.03
+                c = "duplicate" if (s >= tau) != lie else "not_duplicate"
             if c is not None:
                 bad.append(L(f"m{m}", i, s, c))
         for j in range(draw(st.integers(0, 6))):  # invented pairs (condition (a) guards them)
@@ -395,22 +417,24 @@ def _population(draw: st.DrawFn) -> tuple[list[Label], list[Label], float, int]:
                     draw(st.sampled_from(["duplicate", "not_duplicate"])),
                 )
             )
-    return honest, bad, tau, k
+    return honest, bad, tau, k, sure
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_population())
 def test_property_k_adversaries_move_suggestion_less_than_bound(
-    pop: tuple[list[Label], list[Label], float, int],
+    pop: Population,
 ) -> None:
-    honest, bad, tau, k = pop
+    honest, bad, tau, k, sure = pop
     pol = FeedbackPolicy()
     assert k < pol.min_votes  # (a)
     base = evaluate_feedback(honest, current_threshold=0.85, policy=pol)
-    assert not base.flagged  # (d)
-    assert all(r.weight == 1.0 for r in base.reviewers)  # (b): honest are never capped
+    assume(not base.flagged)  # (d)
+    assume(all(r.weight == 1.0 for r in base.reviewers))  # (b): honest are never capped
+    assume(sum(sure.values()) >= pol.min_pairs)  # (f)
     rep = evaluate_feedback(honest + bad, current_threshold=0.85, policy=pol)
     assert not any(r.startswith("h") for r in rep.flagged)
+    assert all(p.admitted for p in rep.pairs if sure.get(p.left, False))
     # every admitted pair carries its honest-majority (= true) label
     for p in rep.regression_set:
         if p.left.startswith("x05"):  # invented pairs must never be admitted
@@ -425,3 +449,32 @@ def test_property_k_adversaries_move_suggestion_less_than_bound(
     event(f"adversaries flagged: {len(rep.flagged)}/{k}")
     moved = round(abs(rep.suggested_threshold - base.suggested_threshold), 2)
     event(f"suggestion moved by {moved}")
+
+
+def test_a_vetoed_swing_pair_moves_the_suggestion_within_the_bound() -> None:
+    """The bound is not vacuous: two unflagged colluders veto a swing pair next to tau
+    and the suggestion moves (by one grid step, inside W + G)."""
+    tau = 0.8
+    honest: list[Label] = []
+    # (score, honest errors): sure anchors at 0.795 / 0.819, a swing duplicate at
+    # 0.803 (2 of 8 honest wrong), sure pairs elsewhere
+    pairs = [(0.795, 0), (0.819, 0), (0.803, 2)]
+    pairs += [(0.4 + 0.02 * j, 0) for j in range(18)] + [(0.85 + 0.01 * j, 0) for j in range(10)]
+    for i, (s, e) in enumerate(pairs):
+        for h in range(8):
+            dup = (s >= tau) != (h < e)
+            honest.append(L(f"h{h}", i, s, "duplicate" if dup else "not_duplicate"))
+    # the colluders agree with everyone except on the swing pair
+    bad = [
+        L(m, i, s, "not_duplicate" if i == 2 or s < tau else "duplicate")
+        for m in ("m0", "m1")
+        for i, (s, _) in enumerate(pairs)
+    ]
+    base = evaluate_feedback(honest, current_threshold=0.85)
+    rep = evaluate_feedback(honest + bad, current_threshold=0.85)
+    assert not rep.flagged
+    swing = next(p for p in rep.pairs if p.score == 0.803)
+    assert not swing.admitted and "min_agreement" in swing.reason
+    assert base.plateau == (0.8, 0.8) and rep.plateau == (0.8, 0.81)
+    assert base.suggested_threshold == 0.8 and rep.suggested_threshold == 0.81
+    assert abs(rep.suggested_threshold - base.suggested_threshold) < BOUND
