@@ -601,7 +601,8 @@ def _suggest(
         lo -= 1
     a, b = rows[lo].threshold, rows[top].threshold
     mid = (a + b) / 2.0
-    pick = min(range(lo, top + 1), key=lambda i: (abs(rows[i].threshold - mid), -i))
+    # rounding turns float-noise near-ties into ties, which go to the higher threshold
+    pick = min(range(lo, top + 1), key=lambda i: (round(abs(rows[i].threshold - mid), 12), -i))
     t = rows[pick].threshold
     lo_s, hi_s = policy.safe_range
     clamped = min(max(t, lo_s), hi_s)
@@ -627,6 +628,18 @@ def evaluate_feedback(
     added.  The result depends only on the set of labels (not on their order).  It
     only suggests: nothing here changes a policy.  See the module docstring for the
     robustness rule and the bound it guarantees.
+
+    One reviewer inverting every label is flagged and has no say:
+
+    >>> labels = [Label(reviewer=r, left=f"p{i}", right=f"q{i}", score=s,
+    ...                 label=("duplicate" if (s >= 0.8) != (r == "eve") else "not_duplicate"))
+    ...           for r in ("ann", "bob", "cy", "dee", "eve")
+    ...           for i, s in enumerate((0.55, 0.6, 0.7, 0.86, 0.9, 0.95))]
+    >>> rep = evaluate_feedback(labels, current_threshold=0.9, policy=FeedbackPolicy(min_pairs=6))
+    >>> rep.flagged, rep.plateau, rep.suggested_threshold, rep.direction
+    (('eve',), (0.71, 0.86), 0.79, 'lower')
+    >>> rep.current.precision, rep.current.recall, rep.current.tp
+    (1.0, 0.666..., 2)
     """
     pol = FeedbackPolicy() if policy is None else policy
     ct = current_threshold
