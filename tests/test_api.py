@@ -10,6 +10,10 @@ import pytest
 import neardup
 
 EXPECTED = {
+    "FeedbackPolicy",
+    "Label",
+    "ThresholdReport",
+    "evaluate_feedback",
     "BandIndex",
     "CommandLog",
     "Conflict",
@@ -180,6 +184,7 @@ def test_every_exception_is_in_one_tree() -> None:
         "neardup.server",
         "neardup.schemas",
         "neardup.router",
+        "neardup.feedback",
     ],
 )
 def test_stage_modules_declare_all(module: str) -> None:

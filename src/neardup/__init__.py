@@ -42,6 +42,7 @@ from .families import (
     cross_split_leakage,
     family_split,
 )
+from .feedback import FeedbackPolicy, Label, ThresholdReport, evaluate_feedback
 from .hamming import BitBands, HammingIndex
 from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
 from .job import run_dedup
@@ -123,6 +124,7 @@ __all__ = [
     "Family",
     "FamilyEdge",
     "FamilyResult",
+    "FeedbackPolicy",
     "Forbidden",
     "HammingIndex",
     "HashKey",
@@ -133,6 +135,7 @@ __all__ = [
     "Keyring",
     "LSHIndex",
     "LSHStats",
+    "Label",
     "Layout",
     "LimitExceeded",
     "Match",
@@ -160,6 +163,7 @@ __all__ = [
     "SparseBags",
     "Tenant",
     "TenantConfig",
+    "ThresholdReport",
     "Unauthorized",
     "VectorCluster",
     "VectorConfig",
@@ -181,6 +185,7 @@ __all__ = [
     "dedup_records",
     "default_layout",
     "evaluate",
+    "evaluate_feedback",
     "family_split",
     "filter_dataset",
     "find_duplicates",
