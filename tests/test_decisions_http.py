@@ -180,3 +180,79 @@ def test_removed_feature_store_gives_review_never_duplicate(tmp_path: Path) -> N
             }
             up = p.post("/v1/tenants/t1/items", json={"item_id": "B", "content": B})
             assert up.status_code == 503 and up.json()["error"] == "degraded"
+
+
+def test_feedback_from_honest_and_malicious_reviewers(tmp_path: Path) -> None:
+    import numpy as np
+
+    from neardup import FeedbackPolicy, Label, evaluate_feedback
+
+    rng = np.random.default_rng(7)
+    n_pairs, n_honest, n_bad = 44, 8, 3
+    cfg = {"threshold": 0.8, "shingle": "word:1", "num_perm": 32, "bands": 8, "rows": 4}
+    with Server(tmp_path / "d") as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=cfg).raise_for_status()
+        pairs = []
+        with producer(srv, op, "t1") as p:
+            for i in range(n_pairs):
+                m = i % 11  # J = (40 - m) / (40 + m): 1.0 ... 0.6
+                words = [f"p{i}w{j}" for j in range(40)]
+                other = words[: 40 - m] + [f"p{i}x{j}" for j in range(m)]
+                for item, ws in ((f"a{i}", words), (f"b{i}", other)):
+                    p.post(
+                        "/v1/tenants/t1/items", json={"item_id": item, "content": " ".join(ws)}
+                    ).raise_for_status()
+                pairs.append((f"a{i}", f"b{i}", (40 - m) / (40 + m)))
+        reviewers = {f"h{k}": "honest" for k in range(n_honest)}
+        reviewers.update({f"m{k}": "inverted" for k in range(n_bad)})
+        truth_labels = []
+        bad_ids = set()
+        for _name, kind in sorted(reviewers.items()):
+            tok = _key(op, "reviewer")
+            if kind != "honest":
+                bad_ids.add(tok.split("_")[1])
+            with srv.client(tok) as rev:
+                for a, b, score in pairs:
+                    dup = score >= 0.8
+                    if kind == "honest" and rng.random() < 0.06:
+                        dup = not dup  # honest mistakes
+                    if kind == "inverted":
+                        dup = not dup
+                    r = rev.post(
+                        "/v1/tenants/t1/labels",
+                        json={
+                            "left": a,
+                            "right": b,
+                            "label": "duplicate" if dup else "not_duplicate",
+                            "rationale": kind,
+                        },
+                    )
+                    assert r.status_code == 200, r.text
+                    ev = r.json()["event"]
+                    assert ev["score"] == score and ev["policy_version"] == 1
+                    if kind == "honest":
+                        truth_labels.append(
+                            Label(
+                                reviewer=ev["reviewer"],
+                                left=a,
+                                right=b,
+                                score=score,
+                                label="duplicate" if dup else "not_duplicate",
+                            )
+                        )
+        rep = op.get("/v1/tenants/t1/threshold-report")
+        assert rep.status_code == 200, rep.text
+        body = rep.json()
+        report = body["report"]
+        assert body["labels"] == n_pairs * (n_honest + n_bad)
+    honest_only = evaluate_feedback(
+        truth_labels, current_threshold=0.8, policy=FeedbackPolicy()
+    ).suggested_threshold
+    suggested = report["suggested_threshold"]
+    assert honest_only is not None and suggested is not None
+    assert abs(suggested - honest_only) <= 0.03, (suggested, honest_only)
+    assert 0.77 <= suggested <= 0.83  # between J = 0.778 and 0.818, the true boundary
+    flagged = {r["reviewer"] for r in report["reviewers"] if r["flagged"]}
+    assert flagged == bad_ids  # the three inverted reviewers, and only them
+    assert report["current"]["precision"] >= 0.9 and report["current"]["recall"] >= 0.9
+    assert body["labelled_recall"]["labelled_duplicates"] > 0

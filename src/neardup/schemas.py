@@ -288,6 +288,21 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "decision_seq": _int,
         },
     },
+    "ThresholdReportResponse": {
+        "type": "object",
+        "required": ["labels", "report", "labelled_recall"],
+        "properties": {
+            **_envelope,
+            "labels": _int,
+            "report": {
+                "type": "object",
+                "description": "neardup.ThresholdReport.to_dict(): reviewers (agreement, "
+                "weight, flagged), pairs, thresholds (precision / recall / F1 with Wilson "
+                "intervals), current, suggested_threshold, regression_set",
+            },
+            "labelled_recall": {"type": "object"},
+        },
+    },
     "EventResponse": {
         "type": "object",
         "required": ["event", "event_hash"],
@@ -515,6 +530,16 @@ def openapi(version: str) -> dict[str, Any]:
                 "LabelRequest",
                 "EventResponse",
                 role="reviewer",
+            ),
+        },
+        "/v1/tenants/{tenant}/threshold-report": {
+            "parameters": [tparam],
+            "get": _op(
+                "threshold evaluation on reviewer labels after quality checks; a suggestion, "
+                "never applied automatically",
+                None,
+                "ThresholdReportResponse",
+                role="reviewer or operator",
             ),
         },
         "/v1/tenants/{tenant}/candidates": {

@@ -411,6 +411,11 @@ def create_app(
 
         return handle
 
+    async def get_threshold_report(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(service.threshold_report, p, request.path_params["tenant"])
+        return JSONResponse(out)
+
     async def post_label(request: Request) -> Response:
         p, body = principal(request), await json_body(request)
         out = await run_in_threadpool(service.label, p, request.path_params["tenant"], body)
@@ -479,6 +484,11 @@ def create_app(
         Route("/v1/tenants/{tenant}/policy", route("policy_get", get_policy), methods=["GET"]),
         Route("/v1/tenants/{tenant}/decisions", route("decisions", get_events), methods=["GET"]),
         Route("/v1/tenants/{tenant}/labels", route("labels", post_label), methods=["POST"]),
+        Route(
+            "/v1/tenants/{tenant}/threshold-report",
+            route("threshold_report", get_threshold_report),
+            methods=["GET"],
+        ),
         Route("/v1/tenants/{tenant}/digest", route("digest", digest), methods=["GET"]),
         Route("/v1/tenants/{tenant}/candidates", route("candidates", candidates), methods=["POST"]),
         Route("/v1/tenants/{tenant}/decide", route("decide", decide), methods=["POST"]),

@@ -484,6 +484,9 @@ class Service:
         )
         return out
 
+    def threshold_report(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
+        return self.tenant(principal, "decisions", tenant_id).threshold_report()
+
     def policies(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         return self.tenant(principal, "read", tenant_id).policies()
 

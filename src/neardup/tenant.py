@@ -74,6 +74,7 @@ from .decisions import (
     verify_chain,
 )
 from .explain import _merge, _positioned
+from .feedback import FeedbackPolicy, Label, evaluate_feedback
 from .hashing import HashKey, SchemeDescriptor, _hash_encoded, hash_documents
 from .lsh import candidate_probability
 from .minhash import MinHasher
@@ -968,6 +969,65 @@ class Tenant:
             decision_seq=decision_seq,
         )
         return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
+
+    def threshold_report(self, *, policy: FeedbackPolicy | None = None) -> dict[str, Any]:
+        """Precision / recall of the current and candidate thresholds on reviewer labels.
+
+        Only labels of this scheme version count (scores under another scheme are not
+        comparable); the quality checks of :func:`neardup.evaluate_feedback` decide
+        which reviewers and pairs are trusted.  The suggestion is never applied here:
+        a policy change is an operator's call.
+        """
+        labels = [
+            Label(
+                reviewer=str(e["reviewer"]),
+                left=str(e["left"]),
+                right=str(e["right"]),
+                score=float(e["score"]),
+                label=e["label"],
+                policy_version=int(e["policy_version"]),
+                scheme_version=int(e["scheme_version"]),
+                seq=int(e["seq"]),
+            )
+            for e in self.store.labels()
+            if int(e["scheme_version"]) == self.config.scheme_version
+        ]
+        rep = evaluate_feedback(labels, current_threshold=self.policy.threshold, policy=policy)
+        return {
+            **self._envelope(),
+            "labels": len(labels),
+            "report": rep.to_dict(),
+            "labelled_recall": self.labelled_recall(),
+        }
+
+    def labelled_recall(self) -> dict[str, Any]:
+        """Share of reviewer-confirmed duplicate pairs (majority ``duplicate``) that this
+        index makes candidates (they share a band), and that verify at the threshold."""
+        votes: dict[tuple[str, str], list[int]] = {}
+        for e in self.store.labels():
+            if e["label"] == "unsure":
+                continue
+            v = votes.setdefault((str(e["left"]), str(e["right"])), [0, 0])
+            v[0 if e["label"] == "duplicate" else 1] += 1
+        dup = sorted(k for k, (d, n) in votes.items() if d > n)
+        found = verified = 0
+        for left, right in dup:
+            a, b = self.store.current(left), self.store.current(right)
+            if a is None or b is None or not (a.live and b.live):
+                continue
+            ka, kb = self.store.bandkeys(a.pos), self.store.bandkeys(b.pos)
+            if ka is not None and kb is not None and bool((ka == kb).any()):
+                found += 1
+                feats = self.store.features([a.pos, b.pos])
+                inter, union = _exact(feats[a.pos][1], feats[b.pos][1])
+                verified += int(union > 0 and inter / union >= self.policy.threshold)
+        n = len(dup)
+        return {
+            "labelled_duplicates": n,
+            "candidates": found,
+            "verified_at_threshold": verified,
+            "candidate_recall": found / n if n else None,
+        }
 
     def set_policy(
         self,
