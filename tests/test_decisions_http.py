@@ -256,3 +256,103 @@ def test_feedback_from_honest_and_malicious_reviewers(tmp_path: Path) -> None:
     assert flagged == bad_ids  # the three inverted reviewers, and only them
     assert report["current"]["precision"] >= 0.9 and report["current"]["recall"] >= 0.9
     assert body["labelled_recall"]["labelled_duplicates"] > 0
+
+
+def _corpus() -> list[tuple[str, str]]:
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    vocab = [f"w{i}" for i in range(400)]
+    items = []
+    for i in range(24):
+        words = [vocab[j] for j in rng.choice(400, size=30, replace=False)]
+        items.append((f"x{i}", " ".join(words)))
+        for k, edits in enumerate((1, 2, 6)):  # near copies at falling similarity
+            w = list(words)
+            for j in rng.choice(30, size=edits, replace=False):
+                w[j] = f"e{i}_{k}_{j}"
+            items.append((f"x{i}_{k}", " ".join(w)))
+    return items
+
+
+def test_shadow_index_disagreement_promote_and_rollback(tmp_path: Path) -> None:
+    data = tmp_path / "d"
+    cfg = {**BASE, "retain": "text"}
+    items = _corpus()
+    with Server(data, operator_tenants=("t1", "t2")) as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=cfg).raise_for_status()
+        op.put("/v1/tenants/t2", json=BASE).raise_for_status()  # hashes only
+        with producer(srv, op, "t1") as p:
+            for item_id, text in items[:60]:
+                p.post(
+                    "/v1/tenants/t1/items", json={"item_id": item_id, "content": text}
+                ).raise_for_status()
+            # A hashes-only tenant cannot change its shingles (no text to rebuild from).
+            r = op.put("/v1/tenants/t2/shadow", json={**BASE, "shingle": "word:3"})
+            assert r.status_code == 409 and "retains hashed shingles only" in r.json()["message"]
+            live_fp = p.post("/v1/tenants/t1/candidates", json={"content": "w1"}).json()[
+                "scheme_fingerprint"
+            ]
+            new = {**cfg, "shingle": "word:3", "scheme_version": 2}
+            s = op.put("/v1/tenants/t1/shadow", json=new)
+            assert s.status_code == 200, s.text
+            assert s.json()["rebuilt_items"] == 60 and s.json()["role"] == "shadow"
+            # Writes are mirrored, queries run on both and are compared.
+            for item_id, text in items[60:]:
+                r = p.post("/v1/tenants/t1/items", json={"item_id": item_id, "content": text})
+                assert r.status_code == 200 and "shadow" in r.json()
+            for _, text in items[::4]:
+                q = p.post("/v1/tenants/t1/candidates", json={"content": text}).json()
+                assert q["shadow"]["role"] == "shadow" and q["scheme_fingerprint"] == live_fp
+            st = op.get("/v1/tenants/t1/shadow").json()
+            cmp = st["comparison"]
+            assert cmp["queries"] == len(items[60:]) + len(items[::4])
+            # word 3-grams score lower than word 2-grams: some decisions must differ.
+            assert cmp["decision_disagreements"] > 0 and cmp["candidate_disagreements"] > 0
+            assert cmp["candidates_live"] > 0 and cmp["candidates_other"] > 0
+            assert st["other"]["items"] == st["live"]["items"] == len(items)
+            assert "labelled_recall" in st["live"] and "labelled_recall" in st["other"]
+            # Promote: atomic switch, recorded; the old version stays as "previous".
+            pr = op.post("/v1/tenants/t1/shadow/promote")
+            assert pr.status_code == 200, pr.text
+            assert pr.json()["role"] == "previous"
+            assert pr.json()["live"]["config"]["shingle"] == "word:3"
+            q = p.post("/v1/tenants/t1/candidates", json={"content": items[0][1]}).json()
+            assert q["scheme_fingerprint"] != live_fp and q["scheme_version"] == 2
+            assert q["candidates"][0]["item_id"] == items[0][0]
+            assert q["shadow"]["role"] == "previous"
+    # The switch survives a restart; then retire the previous version.
+    with Server(data, operator_tenants=("t1", "t2")) as srv, srv.client(srv.operator_token) as op:
+        st = op.get("/v1/tenants/t1/shadow").json()
+        assert st["role"] == "previous" and st["live"]["config"]["shingle"] == "word:3"
+        rev = srv.client(_key(op, "reviewer"))
+        kinds = [
+            (e["kind"], e.get("action"))
+            for e in rev.get("/v1/tenants/t1/decisions").json()["events"]
+        ]
+        assert ("shadow", "promoted") in kinds
+        assert op.post("/v1/tenants/t1/shadow/rollback").status_code == 409  # not a shadow
+        assert op.post("/v1/tenants/t1/shadow/retire").json()["role"] is None
+        # A second shadow with another layout, rolled back: live state untouched.
+        with producer(srv, op, "t1") as p:
+            before = [
+                p.post("/v1/tenants/t1/candidates", json={"content": t}).json()["candidates"]
+                for _, t in items[:8]
+            ]
+            items_before = op.get("/v1/tenants/t1").json()["items"]
+            s = op.put(
+                "/v1/tenants/t1/shadow",
+                json={**cfg, "shingle": "word:3", "scheme_version": 2, "bands": 4, "rows": 8},
+            )
+            assert s.status_code == 200, s.text
+            shadow_dir = data / "tenants" / "t1" / s.json()["other"]["dir"]
+            assert shadow_dir.exists()
+            rb = op.post("/v1/tenants/t1/shadow/rollback")
+            assert rb.status_code == 200 and rb.json()["role"] is None
+            assert not shadow_dir.exists()
+            after = [
+                p.post("/v1/tenants/t1/candidates", json={"content": t}).json()["candidates"]
+                for _, t in items[:8]
+            ]
+            assert after == before and op.get("/v1/tenants/t1").json()["items"] == items_before
+        rev.close()

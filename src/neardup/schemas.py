@@ -303,6 +303,30 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "labelled_recall": {"type": "object"},
         },
     },
+    "ShadowResponse": {
+        "type": "object",
+        "required": ["tenant_id", "live", "role"],
+        "properties": {
+            "tenant_id": _str,
+            "role": {"enum": ["shadow", "previous", None]},
+            "live": {"type": "object"},
+            "other": {"type": "object"},
+            "comparison": {
+                "type": "object",
+                "properties": {
+                    "queries": _int,
+                    "candidate_disagreements": _int,
+                    "decision_disagreements": _int,
+                    "candidates_live": _int,
+                    "candidates_other": _int,
+                    "mirror_errors": _int,
+                    "examples": {"type": "array"},
+                },
+            },
+            "rebuilt_items": _int,
+            "event_hash": _str,
+        },
+    },
     "EventResponse": {
         "type": "object",
         "required": ["event", "event_hash"],
@@ -541,6 +565,35 @@ def openapi(version: str) -> dict[str, Any]:
                 "ThresholdReportResponse",
                 role="reviewer or operator",
             ),
+        },
+        "/v1/tenants/{tenant}/shadow": {
+            "parameters": [tparam],
+            "put": _op(
+                "build a shadow index with a new configuration (rebuilt from canonical "
+                "features, or retained text when the shingles change); mirrored and compared "
+                "until promoted or rolled back",
+                "TenantConfig",
+                "ShadowResponse",
+                role="operator",
+            ),
+            "get": _op(
+                "shadow / previous version status: disagreement, candidate counts, labelled "
+                "recall of both",
+                None,
+                "ShadowResponse",
+                role="any of the tenant",
+            ),
+        },
+        **{
+            f"/v1/tenants/{{tenant}}/shadow/{action}": {
+                "parameters": [tparam],
+                "post": _op(summary, None, "ShadowResponse", role="operator"),
+            }
+            for action, summary in (
+                ("promote", "make the shadow (or previous version) live, atomically; recorded"),
+                ("rollback", "drop the shadow; the live version is untouched"),
+                ("retire", "drop the previous version after a promotion"),
+            )
         },
         "/v1/tenants/{tenant}/candidates": {
             "parameters": [tparam],

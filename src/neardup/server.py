@@ -416,6 +416,19 @@ def create_app(
         out = await run_in_threadpool(service.threshold_report, p, request.path_params["tenant"])
         return JSONResponse(out)
 
+    def shadow_action(action: str) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            p = principal(request)
+            body = await json_body(request) if action == "start" else None
+            if body is not None and not isinstance(body, dict):
+                raise InvalidConfig("body", body, "must be a JSON object", "send a TenantConfig")
+            out = await run_in_threadpool(
+                service.shadow, p, request.path_params["tenant"], action, body
+            )
+            return JSONResponse(out)
+
+        return handle
+
     async def post_label(request: Request) -> Response:
         p, body = principal(request), await json_body(request)
         out = await run_in_threadpool(service.label, p, request.path_params["tenant"], body)
@@ -484,6 +497,24 @@ def create_app(
         Route("/v1/tenants/{tenant}/policy", route("policy_get", get_policy), methods=["GET"]),
         Route("/v1/tenants/{tenant}/decisions", route("decisions", get_events), methods=["GET"]),
         Route("/v1/tenants/{tenant}/labels", route("labels", post_label), methods=["POST"]),
+        Route(
+            "/v1/tenants/{tenant}/shadow",
+            route("shadow_start", shadow_action("start")),
+            methods=["PUT"],
+        ),
+        Route(
+            "/v1/tenants/{tenant}/shadow",
+            route("shadow_status", shadow_action("status")),
+            methods=["GET"],
+        ),
+        *[
+            Route(
+                f"/v1/tenants/{{tenant}}/shadow/{action}",
+                route(f"shadow_{action}", shadow_action(action)),
+                methods=["POST"],
+            )
+            for action in ("promote", "rollback", "retire")
+        ],
         Route(
             "/v1/tenants/{tenant}/threshold-report",
             route("threshold_report", get_threshold_report),

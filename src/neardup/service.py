@@ -54,6 +54,7 @@ from ._errors import (
     NotFound,
 )
 from .auth import AuditLog, Keyring, Principal
+from .migration import Migration, load_tenant
 from .persist import atomic_write
 from .tenant import Tenant, TenantConfig, valid_tenant_id
 
@@ -186,13 +187,15 @@ class Service:
         self.audit = AuditLog(os.path.join(config.data_dir, "audit.jsonl"))
         self._lock = threading.Lock()
         self._tenants: dict[str, Tenant] = {}
+        self._migrations: dict[str, Migration] = {}
         self._buckets: dict[str, _Bucket] = {}
         self.started = time.time()
         self.counts: dict[str, int] = {}
         tdir = os.path.join(config.data_dir, "tenants")
         for name in sorted(os.listdir(tdir)):
             if os.path.exists(os.path.join(tdir, name, "tenant.json")):
-                t = Tenant.open_dir(os.path.join(tdir, name), self.master, **self._tenant_kw())
+                t, mig = load_tenant(os.path.join(tdir, name), self.master, **self._tenant_kw())
+                self._migrations[name] = mig
                 if t.trimmed_bytes:
                     _log.warning(
                         "tenant %s: trimmed a torn command-log tail of %d bytes",
@@ -233,7 +236,11 @@ class Service:
         with self._lock:
             for t in self._tenants.values():
                 t.close()
+            for mig in self._migrations.values():
+                if mig.other is not None:
+                    mig.other.close()
             self._tenants.clear()
+            self._migrations.clear()
 
     # -- plumbing ----------------------------------------------------------------
     def tenant(self, principal: Principal, op: str, tenant_id: str) -> Tenant:
@@ -378,6 +385,7 @@ class Service:
             root = os.path.join(self.config.data_dir, "tenants", tenant_id)
             t = Tenant.create(root, tenant_id, cfg, self.master, **self._tenant_kw())
             self._tenants[tenant_id] = t
+            self._migrations[tenant_id] = Migration(root, self.master, t, self._tenant_kw())
         self.audit.write(principal, "create_tenant", tenant_id, config_fingerprint=cfg.fingerprint)
         return t.stats()
 
@@ -394,20 +402,38 @@ class Service:
 
     def upsert(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         self._check_item(body, tenant_id)
-        t = self.tenant(principal, "upsert", tenant_id)
+        self.tenant(principal, "upsert", tenant_id)
         if not body.get("item_id"):
             raise InvalidConfig("item_id", body.get("item_id"), "is required", "send an item id")
         content = self._content(body)
-        return t.upsert(
-            item_id=body["item_id"],
-            content=content,
-            media_type=body.get("media_type"),
-            source_time=body.get("source_time"),
-            idempotency_key=body.get("idempotency_key"),
-            replace=bool(body.get("replace", False)),
-            body=body,
-            max_token_bytes=self.config.max_token_bytes,
+        return self._store(
+            tenant_id,
+            {
+                "item_id": body["item_id"],
+                "content": content,
+                "media_type": body.get("media_type"),
+                "source_time": body.get("source_time"),
+                "idempotency_key": body.get("idempotency_key"),
+                "replace": bool(body.get("replace", False)),
+                "body": body,
+                "max_token_bytes": self.config.max_token_bytes,
+                "actor": principal.key_id,
+            },
         )
+
+    def _store(self, tenant_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Upsert into the live version, mirrored to a shadow / previous version."""
+        mig = self._migrations[tenant_id]
+        live = mig.live
+        out = live.upsert(**kwargs)
+        if mig.live is not live:
+            # Promoted while this request waited: the new live version must have it too.
+            mig.live.upsert(**kwargs)
+        else:
+            cmp = mig.mirror_upsert(kwargs, out)
+            if cmp is not None:
+                out = {**out, "shadow": cmp}
+        return out
 
     def candidates(
         self, principal: Principal, tenant_id: str, body: dict[str, Any], limit: int | None = None
@@ -424,9 +450,10 @@ class Service:
             raise LimitExceeded(
                 f"limit={lim} exceeds the server cap of {cap} candidates", f"ask for at most {cap}"
             )
-        return t.candidates(
-            self._content(body), limit=lim, max_token_bytes=self.config.max_token_bytes
-        )
+        content = self._content(body)
+        out = t.candidates(content, limit=lim, max_token_bytes=self.config.max_token_bytes)
+        cmp = self._migrations[tenant_id].compare_query(content, out)
+        return out if cmp is None else {**out, "shadow": cmp}
 
     def decide(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Decide an item and record it; with ``item_id`` the item is stored too (and
@@ -434,18 +461,7 @@ class Service:
         self._check_item(body, tenant_id)
         t = self.tenant(principal, "decide", tenant_id)
         if body.get("item_id"):
-            self.tenant(principal, "upsert", tenant_id)
-            out = t.upsert(
-                item_id=body["item_id"],
-                content=self._content(body),
-                media_type=body.get("media_type"),
-                source_time=body.get("source_time"),
-                idempotency_key=body.get("idempotency_key"),
-                replace=bool(body.get("replace", False)),
-                body=body,
-                max_token_bytes=self.config.max_token_bytes,
-                actor=principal.key_id,
-            )
+            out = self.upsert(principal, tenant_id, body)
             return {
                 **{k: v for k, v in out.items() if k != "candidates"},
                 "decision_seq": out.get("seq"),
@@ -514,9 +530,7 @@ class Service:
                 of=body.get("of"),
                 rationale=rationale,
             )
-        self.audit.write(
-            principal, action, tenant_id, item_id=item_id, seq=out["event"]["seq"]
-        )
+        self.audit.write(principal, action, tenant_id, item_id=item_id, seq=out["event"]["seq"])
         return out
 
     def label(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -552,7 +566,47 @@ class Service:
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         t = self.tenant(principal, "tombstone", tenant_id)
-        return t.tombstone(item_id, epoch=epoch, idempotency_key=idempotency_key)
+        out = t.tombstone(item_id, epoch=epoch, idempotency_key=idempotency_key)
+        self._migrations[tenant_id].mirror_tombstone(item_id)
+        return out
+
+    # -- shadow indexes ------------------------------------------------------------
+    def shadow(
+        self, principal: Principal, tenant_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """start (body = the new TenantConfig) / status / promote / rollback / retire."""
+        self.tenant(principal, "shadow" if action != "status" else "read", tenant_id)
+        mig = self._migrations[tenant_id]
+        actor = principal.key_id
+        if action == "status":
+            return mig.status()
+        try:
+            if action == "start":
+                out = mig.start(TenantConfig.from_dict(body or {}), actor=actor)
+            elif action == "promote":
+                with self._lock:
+                    self._tenants[tenant_id] = mig.promote(actor=actor)
+                out = mig.status()
+            elif action == "rollback":
+                out = mig.drop(actor=actor, expect="shadow")
+            elif action == "retire":
+                out = mig.drop(actor=actor, expect="previous")
+            else:
+                raise NotFound(f"no shadow action {action!r}", "use promote, rollback or retire")
+        except NeardupError as exc:
+            self.audit.write(
+                principal, f"shadow_{action}", tenant_id, outcome="refused", error=str(exc)[:500]
+            )
+            raise
+        self.audit.write(
+            principal,
+            f"shadow_{action}",
+            tenant_id,
+            outcome="ok",
+            role=mig.role,
+            live=mig.live.config.fingerprint,
+        )
+        return out
 
     def compact(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         t = self.tenant(principal, "compact", tenant_id)

@@ -42,6 +42,7 @@ import shutil
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -75,14 +76,14 @@ from .decisions import (
 )
 from .explain import _merge, _positioned
 from .feedback import FeedbackPolicy, Label, evaluate_feedback
-from .hashing import HashKey, SchemeDescriptor, _hash_encoded, hash_documents
+from .hashing import HashKey, SchemeDescriptor, ShingleSets, _hash_encoded, hash_documents
 from .lsh import candidate_probability
 from .minhash import MinHasher
 from .normalize import EncodedTexts, _encode, get_normalizer
 from .online import BandIndex, fold_keys
 from .persist import atomic_write
 from .screen import BloomFilter
-from .store import FeatureStore
+from .store import FeatureStore, StoredItem
 
 __all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
 
@@ -555,6 +556,87 @@ class Tenant:
             )
         return Prepared(sets.get(0).copy(), int(sets.content_hash[0]), keys, normalized)
 
+    def prepare_from_features(
+        self, features: npt.NDArray[np.uint64], content_hash: int
+    ) -> Prepared:
+        """A :class:`Prepared` from stored shingle hashes of the *same* shingle scheme
+        (a layout-only migration: signatures and band keys are recomputed)."""
+        import numba
+
+        feats = np.ascontiguousarray(features, dtype=np.uint64)
+        sets = ShingleSets(
+            feats,
+            np.array([0, feats.shape[0]], dtype=np.int64),
+            np.array([feats.shape[0]], dtype=np.int64),
+            np.zeros(1, dtype=np.bool_),
+            np.array([content_hash], dtype=np.uint64),
+            np.zeros(1, dtype=np.int64),
+            self.scheme,
+        )
+        before = numba.get_num_threads()
+        numba.set_num_threads(1)
+        try:
+            keys = fold_keys(self.hasher.from_sets(sets).band_keys()[0])
+        finally:
+            numba.set_num_threads(before)
+        return Prepared(feats, int(content_hash), keys, "")
+
+    def ingest(
+        self,
+        item_id: str,
+        prep: Prepared,
+        *,
+        text: str | None,
+        media_type: str | None = None,
+        source_time: str | None = None,
+    ) -> None:
+        """Store a copy of an item without deciding it (index rebuilds, migrations).
+
+        Durable once :meth:`flush` returns; no decision-log event is written.
+        """
+        with self._lock:
+            cur = self.store.current(item_id)
+            if cur is not None and cur.live:
+                return
+            seq, pos = self.seq + 1, self._next_pos
+            keep = text if (self.config.retain == "text" and text is not None) else None
+            tb = keep.encode("utf-8") if keep is not None else b""
+            header = {
+                "op": "upsert",
+                "item_id": item_id,
+                "pos": pos,
+                "content_hash": prep.content_hash,
+                "replaces": None,
+                "media_type": media_type,
+                "source_time": source_time,
+                "n_features": int(prep.features.shape[0]),
+                "text_bytes": len(tb) if keep is not None else None,
+                "idem": None,
+                "response": {"status": "ingested"},
+            }
+            blob = (
+                np.ascontiguousarray(prep.features, dtype="<u8").tobytes()
+                + np.ascontiguousarray(prep.bandkeys, dtype="<u4").tobytes()
+                + tb
+            )
+            cmd = Command(seq, header, blob)
+            self.log.write([cmd])
+            self._apply(cmd, index=True)
+
+    def flush(self) -> None:
+        """Wait until every command written so far is on disk."""
+        self.log.sync(self.log.last_seq)
+        self._maybe_compact_index()
+
+    def live_items(self) -> Iterator[tuple[StoredItem, npt.NDArray[np.uint64], str | None]]:
+        """(item, features, retained text) of every live item, in position order."""
+        for pos, item_id, feats in self.store.all_features():
+            cur = self.store.current(item_id)
+            if cur is None or cur.pos != pos:
+                continue
+            text = self.store.text(pos) if self.config.retain == "text" else None
+            yield cur, feats, text
+
     # -- queries -----------------------------------------------------------------
     def find(
         self, prep: Prepared, *, limit: int, exclude: int | None = None
@@ -619,9 +701,7 @@ class Tenant:
         """
         pol = self.policy
         best = cands[0] if cands else None
-        est = (
-            band_estimate(max(c.bands for c in cands), self.bands, self.rows) if cands else None
-        )
+        est = band_estimate(max(c.bands for c in cands), self.bands, self.rows) if cands else None
         out = outcome(
             pol,
             best_score=best.score if best and verifiable else None,
@@ -686,9 +766,7 @@ class Tenant:
             numba.set_num_threads(before)
         return [sets.get(i) for i in range(len(strings))]
 
-    def _spans(
-        self, text: str, normalizer: str, other: npt.NDArray[np.uint64]
-    ) -> list[list[int]]:
+    def _spans(self, text: str, normalizer: str, other: npt.NDArray[np.uint64]) -> list[list[int]]:
         """Character spans of ``text`` covered by shingles whose keyed hash is in ``other``.
 
         Works for hashes-only tenants: only the other side's hash set is needed.
@@ -901,8 +979,7 @@ class Tenant:
             link = self.store.link(item_id)
             if link is None or link[0] != "review":
                 raise Conflict(
-                    f"item {item_id!r} is not quarantined "
-                    f"(state {link[0] if link else 'unique'})",
+                    f"item {item_id!r} is not quarantined (state {link[0] if link else 'unique'})",
                     "release only items decided review",
                 )
             canonical = None
@@ -1000,16 +1077,21 @@ class Tenant:
             "labelled_recall": self.labelled_recall(),
         }
 
-    def labelled_recall(self) -> dict[str, Any]:
-        """Share of reviewer-confirmed duplicate pairs (majority ``duplicate``) that this
-        index makes candidates (they share a band), and that verify at the threshold."""
+    def labelled_pairs(self) -> list[tuple[str, str]]:
+        """Pairs whose reviewer majority (``unsure`` aside) says ``duplicate``."""
         votes: dict[tuple[str, str], list[int]] = {}
         for e in self.store.labels():
             if e["label"] == "unsure":
                 continue
             v = votes.setdefault((str(e["left"]), str(e["right"])), [0, 0])
             v[0 if e["label"] == "duplicate" else 1] += 1
-        dup = sorted(k for k, (d, n) in votes.items() if d > n)
+        return sorted(k for k, (d, n) in votes.items() if d > n)
+
+    def labelled_recall(self, pairs: list[tuple[str, str]] | None = None) -> dict[str, Any]:
+        """Share of reviewer-confirmed duplicate pairs (majority ``duplicate``; or
+        ``pairs``) that this index makes candidates (they share a band), and that
+        verify at the threshold."""
+        dup = self.labelled_pairs() if pairs is None else pairs
         found = verified = 0
         for left, right in dup:
             a, b = self.store.current(left), self.store.current(right)
@@ -1054,7 +1136,9 @@ class Tenant:
         lo, hi = threshold_range
         if not lo <= pol.threshold <= hi:
             raise InvalidConfig(
-                "threshold", pol.threshold, f"is outside the safe range [{lo}, {hi}]",
+                "threshold",
+                pol.threshold,
+                f"is outside the safe range [{lo}, {hi}]",
                 "ask for a threshold inside the range",
             )
         rec = self.predicted_recall_at(pol.review_low)

@@ -1,0 +1,317 @@
+"""Shadow indexes: move a tenant to new parameters without a blind switch.
+
+A new scheme (normalizer, shingle spec, ``num_perm``, bands / rows, or a new
+``scheme_version`` — hence a new key) is built as a **shadow**: a complete tenant of
+its own (log, store, index) in ``tenants/<id>/shadow-<fingerprint>/``, rebuilt from the
+live tenant's canonical features when only the layout changes, or from its retained
+normalized text when the shingles themselves change (a hashes-only tenant cannot
+change its shingles: its text is gone, by its own choice).
+
+While the shadow exists every write to the live tenant is mirrored to it and every
+query runs on both; :class:`Migration` counts candidates on each side and the
+queries whose candidate sets or decision states differ (``disagreement``), and
+:meth:`Migration.status` reports them with the labelled candidate recall of both
+indexes.  An operator then
+
+* **promotes** it: ``LIVE.json`` (which directory serves the tenant) is replaced
+  atomically, the event is recorded in both decision logs, and the old live index
+  becomes the ``previous`` companion — still mirrored, so promoting it back is the
+  same switch the other way; or
+* **rolls back**: the shadow is dropped (files removed), the live tenant untouched;
+* **retires** the previous version once satisfied (files removed).
+
+The live tenant's write lock is held while the shadow is rebuilt, so the copy is
+exact; reads go on.  Rotating a key or seed without a new scheme version is refused
+at start-up (fingerprint mismatch), never mixed: a new key *is* a new scheme.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._crypto import MasterSecret
+from ._errors import Conflict, InvalidConfig, NeardupError
+from .decisions import chain_hash
+from .persist import atomic_write
+from .tenant import Tenant, TenantConfig
+
+__all__ = ["Migration", "load_tenant", "read_pointer"]
+
+Role = Literal["shadow", "previous"]
+POINTER = "LIVE.json"
+
+
+def read_pointer(root: str) -> dict[str, Any]:
+    """``{"live": rel, "other": rel | None, "role": ...}`` of a tenant root (defaults)."""
+    path = os.path.join(root, POINTER)
+    if not os.path.exists(path):
+        return {"live": ".", "other": None, "role": None}
+    with open(path, encoding="utf-8") as fh:
+        doc: dict[str, Any] = json.load(fh)
+    for k in ("live", "other"):
+        rel = doc.get(k)
+        if rel is not None and (os.path.isabs(rel) or ".." in rel.split(os.sep)):
+            raise InvalidConfig(POINTER, rel, "points outside the tenant folder", "fix the file")
+    return doc
+
+
+def _write_pointer(root: str, live: str, other: str | None, role: Role | None) -> None:
+    doc = {"format": "neardup-live-v1", "live": live, "other": other, "role": role}
+    atomic_write(os.path.join(root, POINTER), json.dumps(doc, sort_keys=True).encode())
+
+
+def load_tenant(root: str, master: MasterSecret, **kw: Any) -> tuple[Tenant, Migration]:
+    """Open a tenant root: the live version and, if any, its shadow or previous version."""
+    ptr = read_pointer(root)
+    live = Tenant.open_dir(os.path.normpath(os.path.join(root, ptr["live"])), master, **kw)
+    mig = Migration(root, master, live, kw)
+    if ptr.get("other"):
+        other = Tenant.open_dir(os.path.normpath(os.path.join(root, ptr["other"])), master, **kw)
+        mig.attach(other, ptr["role"], ptr["other"], ptr["live"])
+    return live, mig
+
+
+@dataclass
+class _Counts:
+    queries: int = 0
+    candidate_disagreements: int = 0
+    decision_disagreements: int = 0
+    candidates_live: int = 0
+    candidates_other: int = 0
+    mirror_errors: int = 0
+    examples: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Migration:
+    """The companion of one live tenant: its shadow (before promotion) or its previous
+    version (after), mirrored and compared.  See the module docstring."""
+
+    def __init__(
+        self, root: str, master: MasterSecret, live: Tenant, tenant_kw: dict[str, Any]
+    ) -> None:
+        self.root = root
+        self.master = master
+        self.live = live
+        self.other: Tenant | None = None
+        self.role: Role | None = None
+        self.live_rel = "."
+        self.other_rel: str | None = None
+        self.counts = _Counts()
+        self._kw = tenant_kw
+        self._lock = threading.RLock()
+
+    def attach(self, other: Tenant, role: Role, other_rel: str, live_rel: str) -> None:
+        self.other, self.role, self.other_rel, self.live_rel = other, role, other_rel, live_rel
+
+    # -- building ----------------------------------------------------------------
+    def start(self, config: TenantConfig, *, actor: str | None) -> dict[str, Any]:
+        """Build a shadow with ``config`` from the live tenant's canonical features."""
+        live = self.live
+        with self._lock:
+            if self.other is not None:
+                raise Conflict(
+                    f"tenant {live.tenant!r} already has a {self.role} version",
+                    "promote, roll back or retire it first",
+                )
+            if config.fingerprint == live.config.fingerprint:
+                raise InvalidConfig(
+                    "config", config.to_dict(), "equals the live configuration", "change it"
+                )
+            same_shingles = (
+                config.shingle == live.config.shingle
+                and config.normalizer == live.config.normalizer
+                and config.scheme_version == live.config.scheme_version
+            )
+            if not same_shingles and live.config.retain != "text":
+                raise Conflict(
+                    "a new shingle spec, normalizer or scheme version needs the items' text, "
+                    f"and tenant {live.tenant!r} retains hashed shingles only",
+                    "change only num_perm / bands / rows, or re-ingest into a new tenant",
+                )
+            rel = f"shadow-{config.fingerprint[:12]}"
+            path = os.path.join(self.root, rel)
+            if os.path.exists(path):
+                shutil.rmtree(path)  # a half-built shadow of an earlier attempt
+            shadow = Tenant.create(path, live.tenant, config, self.master, **self._kw)
+            n = 0
+            with live._lock:  # writes wait: the copy must be exact
+                for item, feats, text in live.live_items():
+                    if same_shingles:
+                        prep = shadow.prepare_from_features(feats, item.content_hash)
+                        if text is not None:
+                            prep = type(prep)(prep.features, prep.content_hash, prep.bandkeys, text)
+                    elif text is not None:
+                        prep = shadow.prepare(text, max_token_bytes=1 << 20)
+                    else:  # pragma: no cover - excluded above
+                        continue
+                    shadow.ingest(
+                        item.item_id,
+                        prep,
+                        text=prep.normalized or None,
+                        media_type=item.media_type,
+                        source_time=item.source_time,
+                    )
+                    n += 1
+                shadow.flush()
+                self.counts = _Counts()
+                self.attach(shadow, "shadow", rel, self.live_rel)
+                _write_pointer(self.root, self.live_rel, rel, "shadow")
+            event = self._record("start", actor, items=n, shadow=config.to_dict())
+        return {**self.status(), "rebuilt_items": n, "event_hash": event}
+
+    # -- mirroring and comparison ------------------------------------------------
+    def mirror_upsert(
+        self, kwargs: dict[str, Any], live_response: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Apply the same upsert to the companion; the comparison of both answers."""
+        other = self.other
+        if other is None or live_response.get("status") == "unchanged":
+            return None
+        try:
+            resp = other.upsert(**kwargs)
+        except NeardupError:
+            self.counts.mirror_errors += 1
+            return None
+        return self._compare(live_response, resp)
+
+    def mirror_tombstone(self, item_id: str) -> None:
+        other = self.other
+        if other is None:
+            return
+        try:
+            other.tombstone(item_id)
+        except NeardupError:
+            self.counts.mirror_errors += 1
+
+    def compare_query(self, content: str, live_response: dict[str, Any]) -> dict[str, Any] | None:
+        """Run the same query on the companion; return the comparison (or None)."""
+        other = self.other
+        if other is None:
+            return None
+        try:
+            resp = other.candidates(content, limit=max(len(live_response["candidates"]), 10))
+        except NeardupError:
+            self.counts.mirror_errors += 1
+            return None
+        return self._compare(live_response, resp)
+
+    def _compare(self, live: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+        lo = self.live.policy.review_low
+
+        def ids(r: dict[str, Any]) -> list[str]:
+            return sorted(c["item_id"] for c in r.get("candidates", []) if c["score"] >= lo)
+
+        a, b = ids(live), ids(other)
+        sa, sb = live["decision"]["state"], other["decision"]["state"]
+        with self._lock:
+            c = self.counts
+            c.queries += 1
+            c.candidates_live += int(live.get("candidates_found", 0))
+            c.candidates_other += int(other.get("candidates_found", 0))
+            differs = a != b
+            c.candidate_disagreements += differs
+            c.decision_disagreements += sa != sb
+            if (differs or sa != sb) and len(c.examples) < 20:
+                c.examples.append(
+                    {
+                        "live": {"candidates": a, "state": sa},
+                        self.role or "other": {"candidates": b, "state": sb},
+                    }
+                )
+        return {
+            "role": self.role,
+            "agree": not differs and sa == sb,
+            "candidates_live": a,
+            "candidates_other": b,
+            "state_live": sa,
+            "state_other": sb,
+        }
+
+    # -- switching ---------------------------------------------------------------
+    def promote(self, *, actor: str | None) -> Tenant:
+        """Make the companion live (atomically); the old live becomes ``previous``."""
+        with self._lock:
+            other = self.other
+            if other is None or self.other_rel is None:
+                raise Conflict(
+                    f"tenant {self.live.tenant!r} has no shadow or previous version",
+                    "start a shadow first (PUT .../shadow)",
+                )
+            with self.live._lock, other._lock:
+                self._record("promote", actor, to=other.config.to_dict())
+                old, old_rel = self.live, self.live_rel
+                _write_pointer(self.root, self.other_rel, old_rel, "previous")
+                self.live, self.live_rel = other, self.other_rel
+                self.attach(old, "previous", old_rel, self.live_rel)
+                self._record("promoted", actor, previous=old.config.to_dict())
+                self.counts = _Counts()
+            return self.live
+
+    def drop(self, *, actor: str | None, expect: Role) -> dict[str, Any]:
+        """Roll back a shadow, or retire a previous version: its files are removed."""
+        with self._lock:
+            other, rel = self.other, self.other_rel
+            if other is None or rel is None or self.role != expect:
+                raise Conflict(
+                    f"tenant {self.live.tenant!r} has no {expect} version (has {self.role})",
+                    "check GET .../shadow",
+                )
+            self._record("rollback" if expect == "shadow" else "retire", actor, dropped=rel)
+            _write_pointer(self.root, self.live_rel, None, None)
+            self.other, self.other_rel, self.role = None, None, None
+            other.close()
+            shutil.rmtree(os.path.join(self.root, rel), ignore_errors=True)
+            return self.status()
+
+    def _record(self, action: str, actor: str | None, **fields: Any) -> str:
+        ev = self.live._record(
+            "shadow",
+            None,
+            actor,
+            action=action,
+            role=self.role,
+            other=self.other_rel,
+            live_dir=self.live_rel,
+            **fields,
+        )
+        return chain_hash(ev)
+
+    # -- reporting ---------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        other = self.other
+        pairs = self.live.labelled_pairs()
+        out: dict[str, Any] = {
+            "tenant_id": self.live.tenant,
+            "live": {
+                "dir": self.live_rel,
+                "config": self.live.config.to_dict(),
+                "scheme_fingerprint": self.live.scheme.fingerprint,
+                "items": len(self.live),
+                "labelled_recall": self.live.labelled_recall(pairs),
+            },
+            "role": self.role,
+        }
+        if other is not None:
+            c = self.counts
+            out["other"] = {
+                "dir": self.other_rel,
+                "config": other.config.to_dict(),
+                "scheme_fingerprint": other.scheme.fingerprint,
+                "items": len(other),
+                "labelled_recall": other.labelled_recall(pairs),
+            }
+            out["comparison"] = {
+                "queries": c.queries,
+                "candidate_disagreements": c.candidate_disagreements,
+                "decision_disagreements": c.decision_disagreements,
+                "candidates_live": c.candidates_live,
+                "candidates_other": c.candidates_other,
+                "mirror_errors": c.mirror_errors,
+                "examples": list(c.examples),
+            }
+        return out
