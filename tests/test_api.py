@@ -79,6 +79,7 @@ EXPECTED = {
     "Cluster",
     "Config",
     "CorruptFile",
+    "Degraded",
     "DedupResult",
     "Deduplicator",
     "DocumentTooLarge",

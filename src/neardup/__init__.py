@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._errors import (
     Conflict,
     CorruptFile,
+    Degraded,
     DocumentTooLarge,
     EmptyDocument,
     Forbidden,
@@ -113,6 +114,7 @@ __all__ = [
     "Config",
     "Conflict",
     "CorruptFile",
+    "Degraded",
     "Decision",
     "DedupIndex",
     "DedupResult",

@@ -934,6 +934,10 @@ def _service_config(opts: dict[str, Any]) -> Any:
         max_body_bytes=opts.get("max_body_bytes") or 1 << 20,
         max_candidates=opts.get("max_candidates") or 100,
         content_roots=tuple(os.path.abspath(r) for r in opts.get("content_root") or ()),
+        audit_sample_rate=(
+            0.01 if opts.get("audit_sample_rate") is None else opts["audit_sample_rate"]
+        ),
+        audit_interval_s=60.0 if opts.get("audit_interval") is None else opts["audit_interval"],
     )
 
 
@@ -982,6 +986,11 @@ def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
     default=None,
     help="Write the first-start operator token here (mode 0600) instead of stderr.",
 )
+@click.option("--audit-sample-rate", type=float, default=0.01, show_default=True,
+              help="Share of queries that also run an exact search in the background "
+              "(measured recall: neardup_audit_misses_total).")
+@click.option("--audit-interval", type=float, default=60.0, show_default=True,
+              help="At most one exact audit per tenant per this many seconds.")
 @click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
 def serve(**opts: Any) -> None:
     """Run the multi-tenant dedup service (HTTP + JSON) over an embedded store.

@@ -127,6 +127,14 @@ class BandIndex:
                 out.append(np.diff(bounds).astype(np.int64))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
+    def dead_entries(self) -> int:
+        """Index entries of tombstoned items not yet dropped by compaction."""
+        alive = self._alive
+        mpos, dpos = self._mpos, self._dpos[: self._dn]
+        dead_main = int(np.count_nonzero(~alive[mpos])) if mpos.size else 0
+        dead_delta = int(np.count_nonzero(~alive[dpos])) * self.bands if dpos.size else 0
+        return dead_main + dead_delta
+
     # -- writes ----------------------------------------------------------------
     def _check_keys(self, keys: npt.NDArray[np.uint32]) -> npt.NDArray[np.uint32]:
         k = np.ascontiguousarray(keys, dtype=np.uint32)

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import numpy as np
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -34,6 +35,7 @@ from ._errors import (
     SchemeMismatch,
     ServiceError,
 )
+from ._trace import span
 from .auth import Principal
 from .schemas import openapi
 from .service import Service
@@ -109,16 +111,111 @@ class _Metrics:
                 seq = GaugeMetricFamily(
                     "neardup_applied_seq", "last applied command", labels=["tenant"]
                 )
+                g = {
+                    name: GaugeMetricFamily(name, doc, labels=labels)
+                    for name, doc, labels in (
+                        (
+                            "neardup_ingest_lag_seconds",
+                            "now minus the newest source_time indexed (-1: none sent)",
+                            ["tenant"],
+                        ),
+                        (
+                            "neardup_commands_not_durable",
+                            "commands written but not yet fsynced",
+                            ["tenant"],
+                        ),
+                        (
+                            "neardup_bucket_size",
+                            "bucket sizes of the band index (main arrays)",
+                            ["tenant", "quantile"],
+                        ),
+                        (
+                            "neardup_tombstone_lag_entries",
+                            "index entries of tombstoned items awaiting compaction",
+                            ["tenant"],
+                        ),
+                        (
+                            "neardup_labelled",
+                            "precision / recall at the current threshold on reviewer labels "
+                            "(last threshold report; -1: none)",
+                            ["tenant", "measure"],
+                        ),
+                        (
+                            "neardup_shadow_queries",
+                            "queries compared between live and shadow / previous",
+                            ["tenant"],
+                        ),
+                        (
+                            "neardup_shadow_disagreements",
+                            "compared queries whose candidates or decisions differ",
+                            ["tenant", "kind"],
+                        ),
+                        (
+                            "neardup_audit_total",
+                            "sampled exact audits: queries, pairs at the threshold, misses",
+                            ["tenant", "what"],
+                        ),
+                        (
+                            "neardup_decisions_rejected",
+                            "decisions recorded as rejected",
+                            ["tenant"],
+                        ),
+                        (
+                            "neardup_cross_version_attempts",
+                            "requests refused for another scheme or policy version",
+                            ["tenant"],
+                        ),
+                        (
+                            "neardup_mode",
+                            "1 for the tenant's current mode",
+                            ["tenant", "mode"],
+                        ),
+                    )
+                }
                 now = time.time()
                 for name, t in sorted(svc.tenants().items()):
+                    c = t.counters
                     items.add_metric([name], len(t))
                     ibytes.add_metric([name], t.index.nbytes)
                     over.add_metric([name], t.index.overflow)
-                    capped.add_metric([name], t.counters.capped)
-                    last = t.counters.last_snapshot_time
+                    capped.add_metric([name], c.capped)
+                    last = c.last_snapshot_time
                     age.add_metric([name], -1 if last is None else now - last)
                     seq.add_metric([name], t.seq)
-                yield from (items, ibytes, over, capped, age, seq)
+                    lag = -1 if c.last_source_time is None else now - c.last_source_time
+                    g["neardup_ingest_lag_seconds"].add_metric([name], lag)
+                    g["neardup_commands_not_durable"].add_metric(
+                        [name], t.log.last_seq - t.log.durable_seq
+                    )
+                    sizes = t.index.bucket_sizes()
+                    for q in (0.5, 0.9, 0.99, 1.0):
+                        v = float(np.quantile(sizes, q)) if sizes.size else 0.0
+                        g["neardup_bucket_size"].add_metric([name, str(q)], v)
+                    g["neardup_tombstone_lag_entries"].add_metric([name], t.index.dead_entries())
+                    rep = c.last_report or {}
+                    for m in ("precision", "recall"):
+                        val = rep.get(m)
+                        g["neardup_labelled"].add_metric([name, m], -1 if val is None else val)
+                    mig = svc.migration(name)
+                    if mig is not None:
+                        mc = mig.counts
+                        g["neardup_shadow_queries"].add_metric([name], mc.queries)
+                        g["neardup_shadow_disagreements"].add_metric(
+                            [name, "candidates"], mc.candidate_disagreements
+                        )
+                        g["neardup_shadow_disagreements"].add_metric(
+                            [name, "decisions"], mc.decision_disagreements
+                        )
+                    for what, val in (
+                        ("queries", c.audits),
+                        ("pairs", c.audit_pairs),
+                        ("misses", c.audit_misses),
+                    ):
+                        g["neardup_audit_total"].add_metric([name, what], val)
+                    g["neardup_decisions_rejected"].add_metric([name], c.rejected)
+                    g["neardup_cross_version_attempts"].add_metric([name], c.cross_version)
+                    g["neardup_mode"].add_metric([name, t.mode], 1)
+                yield from (items, ibytes, over, capped, age, seq, *g.values())
 
         self.registry.register(_TenantGauges())
 
@@ -226,8 +323,13 @@ def create_app(
         async def handler(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
-                resp = await fn(request)
+                with span(f"neardup.{name}", tenant=request.path_params.get("tenant", "")):
+                    resp = await fn(request)
             except NeardupError as exc:
+                if isinstance(exc, SchemeMismatch):
+                    t = service.tenants().get(request.path_params.get("tenant", ""))
+                    if t is not None:
+                        t.counters.cross_version += 1
                 resp = _error(exc)
             except Exception:
                 _log.exception("internal error in %s", name)

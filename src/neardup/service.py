@@ -47,11 +47,14 @@ from ._crypto import MasterSecret
 from ._errors import (
     Conflict,
     CorruptFile,
+    DocumentTooLarge,
+    EmptyDocument,
     InvalidConfig,
     LimitExceeded,
     NeardupError,
     NeardupIOError,
     NotFound,
+    SchemeMismatch,
 )
 from .auth import AuditLog, Keyring, Principal
 from .migration import Migration, load_tenant
@@ -103,6 +106,11 @@ class ServiceConfig:
     #: A policy whose review band starts where the layout's candidate recall is
     #: below this is refused (it needs a new layout: a shadow index).
     policy_min_recall: float = 0.9
+    #: Share of queries that also run an exact search in the background (recall
+    #: measured, not only predicted); at most one per tenant per interval.
+    audit_sample_rate: float = 0.01
+    audit_interval_s: float = 60.0
+    audit_max_items: int = 100_000
 
     def __post_init__(self) -> None:
         lo, hi = self.policy_threshold_range
@@ -112,6 +120,13 @@ class ServiceConfig:
                 self.policy_threshold_range,
                 "must satisfy 0 < lo <= hi <= 1",
                 "use e.g. (0.5, 0.99)",
+            )
+        if not 0 <= self.audit_sample_rate <= 1 or self.audit_interval_s < 0:
+            raise InvalidConfig(
+                "audit_sample_rate",
+                (self.audit_sample_rate, self.audit_interval_s),
+                "needs a rate in [0, 1] and an interval >= 0",
+                "use e.g. 0.01 and 60",
             )
         if not 0 < self.policy_min_recall <= 1:
             raise InvalidConfig(
@@ -230,7 +245,13 @@ class Service:
         return cls(config), token
 
     def _tenant_kw(self) -> dict[str, Any]:
-        return {"max_scan": self.config.max_scan, "compact_delta": self.config.compact_delta}
+        return {
+            "max_scan": self.config.max_scan,
+            "compact_delta": self.config.compact_delta,
+            "audit_rate": self.config.audit_sample_rate,
+            "audit_interval_s": self.config.audit_interval_s,
+            "audit_max_items": self.config.audit_max_items,
+        }
 
     def close(self) -> None:
         with self._lock:
@@ -268,6 +289,9 @@ class Service:
             )
         self.counts[op] = self.counts.get(op, 0) + 1
         return t
+
+    def migration(self, tenant_id: str) -> Migration | None:
+        return self._migrations.get(tenant_id)
 
     def tenants(self) -> dict[str, Tenant]:
         return dict(self._tenants)
@@ -354,12 +378,14 @@ class Service:
             if v is not None and (not isinstance(v, str) or len(v) > 256):
                 raise InvalidConfig(name, v, "must be a string of at most 256 characters", "fix it")
         nv = body.get("normalization_version")
-        if nv is not None and nv != 1:
+        if nv is not None and (isinstance(nv, bool) or not isinstance(nv, int)):
             raise InvalidConfig(
-                "normalization_version",
-                nv,
-                "this server normalizes with version 1",
-                "send 1 or leave it out",
+                "normalization_version", nv, "must be an integer", "send 1 or leave it out"
+            )
+        if nv is not None and nv != 1:
+            # A producer on another normalizer version: counted as a cross-version attempt.
+            raise SchemeMismatch(
+                f"normalization version {nv}", "normalization version 1", "an item"
             )
         if not isinstance(body.get("replace", False), bool):
             raise InvalidConfig(
@@ -460,6 +486,19 @@ class Service:
         linked or quarantined by the decision), without it only the decision is logged."""
         self._check_item(body, tenant_id)
         t = self.tenant(principal, "decide", tenant_id)
+        try:
+            return self._decide(principal, t, tenant_id, body)
+        except (LimitExceeded, EmptyDocument, DocumentTooLarge) as exc:
+            if isinstance(exc, LimitExceeded) and exc.retry_after is not None:
+                raise  # a rate limit says "later", not "this item is rejected"
+            item = body.get("item_id")
+            return t.reject(
+                str(exc), actor=principal.key_id, item_id=item if isinstance(item, str) else None
+            )
+
+    def _decide(
+        self, principal: Principal, t: Tenant, tenant_id: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         if body.get("item_id"):
             out = self.upsert(principal, tenant_id, body)
             return {

@@ -63,6 +63,7 @@ from ._errors import (
     SchemeMismatch,
 )
 from ._fingerprint import canonical_json, fingerprint
+from ._trace import span
 from .cmdlog import Command, CommandLog
 from .config import Config, ShingleSpec
 from .decisions import (
@@ -247,6 +248,13 @@ class _Counters:
     candidates_verified: int = 0
     last_snapshot_time: float | None = None
     extra: dict[str, int] = field(default_factory=dict)
+    audits: int = 0
+    audit_pairs: int = 0
+    audit_misses: int = 0
+    rejected: int = 0
+    cross_version: int = 0
+    last_source_time: float | None = None
+    last_report: dict[str, Any] | None = None
 
 
 def _exact(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> tuple[int, int]:
@@ -271,6 +279,9 @@ class Tenant:
         *,
         max_scan: int = 20_000,
         compact_delta: int = 16_384,
+        audit_rate: float = 0.0,
+        audit_interval_s: float = 60.0,
+        audit_max_items: int = 100_000,
     ) -> None:
         self.root = root
         self.tenant = valid_tenant_id(tenant)
@@ -292,6 +303,11 @@ class Tenant:
         self._norm = get_normalizer(config.normalizer)
         self.max_scan = max_scan
         self.compact_delta = compact_delta
+        self.audit_rate = audit_rate
+        self.audit_interval_s = audit_interval_s
+        self.audit_max_items = audit_max_items
+        self._audit_busy = threading.Lock()
+        self._audit_last = 0.0
         self._lock = threading.RLock()
         self._compacting = threading.Lock()
         self.counters = _Counters()
@@ -520,8 +536,9 @@ class Tenant:
         """
         if not isinstance(content, str):
             raise InvalidConfig("content", type(content).__name__, "must be a string", "send text")
-        normalized = self._norm(content)
-        enc = _encode(normalized)
+        with span("normalize", chars=len(content)):
+            normalized = self._norm(content)
+            enc = _encode(normalized)
         if len(enc) > self.dedup.max_document_bytes:
             raise LimitExceeded(
                 f"content is {len(enc)} bytes after normalization, over the "
@@ -542,9 +559,12 @@ class Tenant:
         before = numba.get_num_threads()
         numba.set_num_threads(1)
         try:
-            sets = _hash_encoded(EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme)
-            sig = self.hasher.from_sets(sets)
-            keys = fold_keys(sig.band_keys()[0])
+            with span("signature", scheme=self.scheme.fingerprint):
+                sets = _hash_encoded(
+                    EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme
+                )
+                sig = self.hasher.from_sets(sets)
+                keys = fold_keys(sig.band_keys()[0])
         finally:
             numba.set_num_threads(before)
         if sets.raw_counts[0] == 0:
@@ -642,13 +662,14 @@ class Tenant:
         self, prep: Prepared, *, limit: int, exclude: int | None = None
     ) -> tuple[list[Candidate], dict[str, Any]]:
         """Exactly scored candidates of ``prep`` (best first, at most ``limit``)."""
-        q = self.index.query(prep.bandkeys, max_scan=self.max_scan)
-        maybe = prep.content_hash in self._screen
-        same = (
-            [p for p in self.store.by_content_hash(prep.content_hash) if p != exclude]
-            if maybe
-            else []
-        )
+        with span("band_read", bands=self.bands):
+            q = self.index.query(prep.bandkeys, max_scan=self.max_scan)
+            maybe = prep.content_hash in self._screen
+            same = (
+                [p for p in self.store.by_content_hash(prep.content_hash) if p != exclude]
+                if maybe
+                else []
+            )
         pos = q.positions
         bands_hit = dict(zip(pos.tolist(), q.bands_hit.tolist(), strict=True))
         first = dict(zip(pos.tolist(), q.first_band.tolist(), strict=True))
@@ -656,20 +677,21 @@ class Tenant:
         cap = min(self.config.max_candidates, self.policy.max_candidates)
         capped = q.capped or len(order) > cap
         chosen = list(dict.fromkeys(same + [p for p in order if p != exclude]))[:cap]
-        feats = self.store.features(chosen)
         out: list[Candidate] = []
-        for p in chosen:
-            if p not in feats:
-                continue  # tombstoned since the band read
-            item_id, f = feats[p]
-            inter, union = _exact(prep.features, f)
-            score = inter / union if union else 1.0
-            method = "identical" if p in same and inter == union else "minhash-lsh"
-            out.append(
-                Candidate(
-                    item_id, score, inter, union, bands_hit.get(p, 0), first.get(p), method, p
+        with span("verify", candidates=len(chosen)):
+            feats = self.store.features(chosen)
+            for p in chosen:
+                if p not in feats:
+                    continue  # tombstoned since the band read
+                item_id, f = feats[p]
+                inter, union = _exact(prep.features, f)
+                score = inter / union if union else 1.0
+                method = "identical" if p in same and inter == union else "minhash-lsh"
+                out.append(
+                    Candidate(
+                        item_id, score, inter, union, bands_hit.get(p, 0), first.get(p), method, p
+                    )
                 )
-            )
         out.sort(key=lambda c: (-c.score, c.item_id))
         self.counters.queries += 1
         self.counters.candidates_verified += len(out)
@@ -699,6 +721,17 @@ class Tenant:
         collided, and the shared spans as offsets into ``content`` (and into the
         candidate's retained normalized text when the tenant keeps text).
         """
+        with span("decide", candidates=len(cands)):
+            return self._decision(cands, info, prep, content, verifiable)
+
+    def _decision(
+        self,
+        cands: list[Candidate],
+        info: dict[str, Any],
+        prep: Prepared | None,
+        content: str | None,
+        verifiable: bool,
+    ) -> dict[str, Any]:
         pol = self.policy
         best = cands[0] if cands else None
         est = band_estimate(max(c.bands for c in cands), self.bands, self.rows) if cands else None
@@ -841,6 +874,7 @@ class Tenant:
         answer is a preview under the current policy and is not recorded."""
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         cands, info = self.find(prep, limit=limit)
+        self.maybe_audit(prep, cands)
         if cands:
             # Never answer with an item whose upsert is not yet on disk (records
             # reach the log before the index, so this covers all that find saw).
@@ -896,6 +930,35 @@ class Tenant:
             "event_hash": chain_hash(event),
             "evidence": evidence,
             **info,
+        }
+
+    def reject(self, reason: str, *, actor: str | None, item_id: str | None) -> dict[str, Any]:
+        """Record a ``rejected`` decision (invalid or over-budget content, over quota)."""
+        pol = self.policy
+        d = {
+            "state": "rejected",
+            "reason": reason,
+            "threshold": pol.threshold,
+            "review_band": [pol.review_low, pol.review_high],
+            "policy_version": pol.version,
+            "policy_fingerprint": pol.fingerprint,
+            "predicted_recall": self.predicted_recall_at(pol.threshold),
+            "capped": False,
+            "verification": "not attempted",
+            "score": None,
+        }
+        event = self._record("decision", item_id, actor, decision=d, stored=False)
+        self.counters.rejected += 1
+        return {
+            **self._envelope(),
+            "decision": d,
+            "decision_seq": event["seq"],
+            "event_hash": chain_hash(event),
+            "evidence": [],
+            "candidates_found": 0,
+            "candidates_verified": 0,
+            "bucket_entries_scanned": 0,
+            "capped": False,
         }
 
     # -- decision log ------------------------------------------------------------
@@ -1070,12 +1133,76 @@ class Tenant:
             if int(e["scheme_version"]) == self.config.scheme_version
         ]
         rep = evaluate_feedback(labels, current_threshold=self.policy.threshold, policy=policy)
+        cur = rep.current
+        self.counters.last_report = {
+            "precision": cur.precision,
+            "recall": cur.recall,
+            "suggested": rep.suggested_threshold,
+        }
         return {
             **self._envelope(),
             "labels": len(labels),
             "report": rep.to_dict(),
             "labelled_recall": self.labelled_recall(),
         }
+
+    def maybe_audit(
+        self, prep: Prepared, cands: list[Candidate], *, itself: str | None = None
+    ) -> bool:
+        """Start a background exact audit of this query if it is sampled (see
+        :meth:`exact_audit`); at most one runs at a time, one per ``audit_interval_s``."""
+        if self.audit_rate <= 0:
+            return False
+        # Sampled by content, not by a shared RNG: the same item is always (not) sampled.
+        u = ((prep.content_hash * 0x9E3779B97F4A7C15) & ((1 << 64) - 1)) / float(1 << 64)
+        now = time.monotonic()
+        if u >= self.audit_rate or now - self._audit_last < self.audit_interval_s:
+            return False
+        if not self._audit_busy.acquire(blocking=False):
+            return False
+        self._audit_last = now
+        # An upserted item is stored by the time the scan reaches it: not a miss.
+        found = {c.item_id for c in cands} | ({itself} if itself else set())
+
+        def run() -> None:
+            try:
+                self.exact_audit(prep, found)
+            except NeardupError:  # pragma: no cover - the store went away meanwhile
+                pass
+            finally:
+                self._audit_busy.release()
+
+        threading.Thread(target=run, name=f"audit-{self.tenant}", daemon=True).start()
+        return True
+
+    def exact_audit(self, prep: Prepared, found: set[str]) -> dict[str, int]:
+        """Exact search over live items: pairs at the threshold the index missed.
+
+        A share of queries runs this in the background so that recall is *measured*,
+        not only predicted from the S-curve.  Tenants larger than ``audit_max_items``
+        are scanned on an evenly strided subset of that size (``scanned`` says how
+        many items the figures cover).
+        """
+        t = self.policy.threshold
+        pairs = misses = scanned = 0
+        q = prep.features
+        stride = max(1, -(-len(self) // max(self.audit_max_items, 1)))
+        for i, (_pos, item_id, feats) in enumerate(self.store.all_features()):
+            if i % stride:
+                continue
+            scanned += 1
+            inter = int(np.intersect1d(q, feats, assume_unique=True).shape[0])
+            union = int(q.shape[0] + feats.shape[0] - inter)
+            if union and inter / union >= t:
+                pairs += 1
+                misses += item_id not in found
+        with self._lock:
+            c = self.counters
+            c.audits += 1
+            c.audit_pairs += pairs
+            c.audit_misses += misses
+            c.extra["audit_scanned"] = c.extra.get("audit_scanned", 0) + scanned
+        return {"pairs": pairs, "misses": misses, "scanned": scanned}
 
     def labelled_pairs(self) -> list[tuple[str, str]]:
         """Pairs whose reviewer majority (``unsure`` aside) says ``duplicate``."""
@@ -1351,7 +1478,23 @@ class Tenant:
             sync_to = self.seq
         self.log.sync(sync_to)
         self._maybe_compact_index()
+        if source_time:
+            self._note_source_time(source_time)
         return response
+
+    def _note_source_time(self, source_time: str) -> None:
+        import datetime as dt
+
+        try:
+            ts = dt.datetime.fromisoformat(source_time.replace("Z", "+00:00"))
+        except (TypeError, ValueError):
+            return
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=dt.UTC)
+        t = ts.timestamp()
+        c = self.counters
+        if c.last_source_time is None or t > c.last_source_time:
+            c.last_source_time = t
 
     def _upsert_locked(
         self,
@@ -1396,6 +1539,7 @@ class Tenant:
                 status=429,
             )
         cands, info = self.find(prep, limit=self.policy.max_candidates, exclude=replaces)
+        self.maybe_audit(prep, cands, itself=item_id)
         seq, pos = self.seq + 1, self._next_pos
         decision = self.decision(cands, info, prep=prep, content=content)
         event = self._event(
