@@ -142,7 +142,7 @@ def test_every_exception_is_in_one_tree() -> None:
         for n in neardup.__all__
         if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)
     ]
-    assert len(errors) == 17
+    assert len(errors) == 18
     for e in errors:
         assert issubclass(e, neardup.NeardupError)
 
