@@ -270,3 +270,29 @@ def test_damaged_store_without_usable_snapshot(tmp_path: Path) -> None:
     with pytest.raises(CorruptFile, match="no snapshot can replace it") as err:
         Tenant.open_dir(str(tmp_path / "t1"), MASTER)
     assert "restore a snapshot" in str(err.value)
+
+
+def test_decisions_are_recorded_replayed_and_reversible(tmp_path: Path) -> None:
+    t = make(tmp_path)
+    t.upsert(item_id="A", content="red fox runs very fast", actor="k1")
+    b = t.upsert(item_id="B", content="red fox runs very fast today", actor="k1")
+    assert b["decision"]["state"] == "duplicate" and b["decision"]["canonical"] == "A"
+    again = t.upsert(item_id="B", content="red fox runs very fast today")
+    assert again["status"] == "unchanged" and again["decision"]["state"] == "duplicate"
+    links = t.link_state()
+    assert links == {"B": ("duplicate", "A")}
+    t.unlink("B", actor="rev", rationale="not the same")
+    assert t.link_state() == {}
+    ev = t.events()
+    assert [e["kind"] for e in ev["events"]] == ["decision", "decision", "unlink"]
+    assert ev["chain_verified"] == 3 and ev["events"][0]["actor"] == "k1"
+    digest = t.digest()
+    t.close()
+    # Replaying the whole log into an empty store gives the same state.
+    for suffix in ("", "-wal", "-shm"):
+        p = tmp_path / "t1" / f"features-0.sqlite{suffix}"
+        if p.exists():
+            os.unlink(p)
+    r = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert r.digest() == digest and r.link_state() == {}
+    assert r.events()["head"] == ev["head"]

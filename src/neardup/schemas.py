@@ -76,7 +76,7 @@ _decision = {
     "properties": {
         "state": {"enum": ["duplicate", "unique", "review", "rejected"]},
         "duplicate_of": _str,
-        "canonical": {"type": "string", "description": "the cluster's canonical item"},
+        "canonical": {"type": ["string", "null"], "description": "the cluster's canonical item"},
         "review_band": {"type": "array", "items": _num},
         "policy_fingerprint": _str,
         "verification": _str,

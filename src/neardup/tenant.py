@@ -1517,6 +1517,8 @@ class Tenant:
         if cur is not None and cur.live:
             same = self.store.features([cur.pos]).get(cur.pos)
             if same is not None and np.array_equal(same[1], prep.features):
+                link = self.store.link(item_id)
+                pol = self.policy
                 return {
                     **self._envelope(),
                     "item_id": item_id,
@@ -1524,6 +1526,15 @@ class Tenant:
                     "version": cur.version,
                     "seq": self.seq,
                     "candidates": [],
+                    "decision": {
+                        "state": link[0] if link else "unique",
+                        "canonical": link[1] if link else None,
+                        "reason": "already stored with the same content; its recorded "
+                        "decision stands",
+                        "threshold": pol.threshold,
+                        "policy_version": pol.version,
+                        "predicted_recall": self.predicted_recall_at(pol.threshold),
+                    },
                 }
             if not replace:
                 raise Conflict(
