@@ -349,6 +349,47 @@ def vectors_table(d: dict[str, Any]) -> str:
     return head + "\n" + "\n".join(rows) + "\n" + tail
 
 
+def service_table(d: dict[str, Any]) -> str:
+    c = d["corpus"]
+    head = (
+        f"**Service** — one tenant preloaded with {c['items']:,} items ({c['words_per_item']} "
+        "words each), then a real server driven over loopback HTTP by an asyncio load generator "
+        "(closed loop: 16 clients; open loop: scheduled upserts and queries, latency from the "
+        "scheduled time).  Server CPU from /proc; both servers and the generator share the "
+        "2 cores.\n\n"
+        "| system | upserts/s | per server CPU-s | upsert p50 / p99 ms | candidates/s | "
+        "per server CPU-s | candidates p50 / p99 ms | open loop upsert p99 / query p99 ms "
+        "(achieved upserts/s) | recall of planted J ≥ 0.8 | RSS |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    rows = []
+    for name in ("neardup", "datasketch"):
+        r = d.get(name)
+        if not r:
+            continue
+        u, q, o = r["upsert_closed"], r["candidates_closed"], r["mixed_open"]
+        rows.append(
+            f"| {name} | {_fmt(u['per_s'])} | {_fmt(u['per_server_cpu_s'])} | "
+            f"{u['p50_ms']:.1f} / {u['p99_ms']:.1f} | {_fmt(q['per_s'])} | "
+            f"{_fmt(q['per_server_cpu_s'])} | {q['p50_ms']:.1f} / {q['p99_ms']:.1f} | "
+            f"{o['upsert']['p99_ms']:.1f} / {o['candidates']['p99_ms']:.1f} "
+            f"({o['achieved_upserts_per_s']:.0f}) | {r['recall']['recall']:.3f} | "
+            f"{r['memory']['VmRSS'] / 2**30:.2f} GiB |"
+        )
+    nd = d["neardup"]["preload"]
+    cost = d.get("cost_per_million_items", {})
+    tail = (
+        f"\nneardup: index {nd.get('index_bytes_per_item', '?')} B/item, disk "
+        f"{nd['disk_bytes_per_item']:,.0f} B/item, server start (index rebuilt from the store) "
+        f"{nd.get('startup_s', '?')} s; cost per million items: "
+        + ", ".join(f"{k} {v:,}" for k, v in cost.items() if v is not None)
+        + ".\n"
+    )
+    if "ratios" in d:
+        tail += "Ratios: " + ", ".join(f"{k} {v}" for k, v in d["ratios"].items()) + ".\n"
+    return head + "\n" + "\n".join(rows) + "\n" + tail
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--signatures", type=Path, default=HERE / "results" / "signatures.json")
@@ -356,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--end-to-end", type=Path, default=HERE / "results" / "end_to_end.json")
     p.add_argument("--numpy", type=Path, default=HERE / "results" / "numpy_baseline.json")
     p.add_argument("--vectors", type=Path, default=HERE / "results" / "vectors.json")
-    p.add_argument("--only", default="signatures,recall,end_to_end,numpy,vectors",
+    p.add_argument("--service", type=Path, default=HERE / "results" / "service.json")
+    p.add_argument("--only", default="signatures,recall,end_to_end,numpy,vectors,service",
                    help="comma-separated tables to print (default: all)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -370,6 +412,8 @@ def main(argv: list[str] | None = None) -> int:
         print(numpy_table(json.loads(a.numpy.read_text())))
     if "vectors" in only and a.vectors.exists():
         print(vectors_table(json.loads(a.vectors.read_text())))
+    if "service" in only and a.service.exists():
+        print(service_table(json.loads(a.service.read_text())))
     return 0
 
 
