@@ -139,6 +139,21 @@ def test_review_band_quarantine_release_and_policy_versions(tmp_path: Path) -> N
             assert b["decision"]["state"] == "review" and b["policy_version"] == 2
             assert "review band" in b["decision"]["reason"]
             assert p.get("/v1/tenants/t1/items/B/decision").json()["state"] == "review"
+            # A label for the recorded decision (its item and compared candidate).
+            lab = rev.post(
+                "/v1/tenants/t1/labels",
+                json={"decision_seq": b["seq"], "label": "duplicate", "rationale": "same text"},
+            )
+            assert lab.status_code == 200, lab.text
+            ev = lab.json()["event"]
+            assert (ev["left"], ev["right"], ev["decision_seq"]) == ("A", "B", b["seq"])
+            assert ev["score"] == 8 / 9 and ev["policy_version"] == 2
+            assert (
+                rev.post(
+                    "/v1/tenants/t1/labels", json={"decision_seq": 999, "label": "duplicate"}
+                ).status_code
+                == 404
+            )
             r = rev.post("/v1/tenants/t1/items/B/release", json={"as": "duplicate", "of": "A"})
             assert r.status_code == 200, r.text
             st = p.get("/v1/tenants/t1/items/B/decision").json()

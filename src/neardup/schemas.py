@@ -279,7 +279,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "LabelRequest": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["left", "right", "label"],
+        "required": ["label"],
+        "description": "a pair (left + right) or a recorded decision (decision_seq)",
         "properties": {
             "left": _str,
             "right": _str,

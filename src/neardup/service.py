@@ -573,22 +573,30 @@ class Service:
         return out
 
     def label(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(body, dict) or not {"left", "right", "label"} <= set(body):
+        """A reviewer label for a pair (``left``, ``right``) or for a recorded decision
+        (``decision_seq``: its item and the candidate it was compared with)."""
+        seq = body.get("decision_seq") if isinstance(body, dict) else None
+        seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+        pair = isinstance(body, dict) and {"left", "right"} <= set(body)
+        if not isinstance(body, dict) or "label" not in body or not (pair or seq is not None):
             raise InvalidConfig(
                 "body",
                 body,
-                "needs left, right and label",
+                "needs label and either left + right or decision_seq",
                 'send {"left": "A", "right": "B", "label": "duplicate"}',
             )
         t = self.tenant(principal, "feedback", tenant_id)
-        seq = body.get("decision_seq")
+        if pair:
+            left, right = str(body["left"]), str(body["right"])
+        else:
+            left, right = t.decision_pair(int(seq))  # type: ignore[arg-type]
         out = t.label(
-            str(body["left"]),
-            str(body["right"]),
+            left,
+            right,
             str(body["label"]),
             actor=principal.key_id,
             rationale=str(body.get("rationale", "")),
-            decision_seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
+            decision_seq=seq,
         )
         self.audit.write(principal, "label", tenant_id, seq=out["event"]["seq"])
         return out

@@ -322,6 +322,13 @@ class FeatureStore:
             out.append(d)
         return out
 
+    def event(self, seq: int) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT record FROM events WHERE seq=?", (seq,)).fetchone()
+        if row is None:
+            return None
+        d: dict[str, Any] = json.loads(row[0])
+        return d
+
     def last_event(self) -> dict[str, Any] | None:
         row = self._db.execute("SELECT record FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         if row is None:

@@ -1077,6 +1077,22 @@ class Tenant:
             "canonical": link[1] if link else None,
         }
 
+    def decision_pair(self, seq: int) -> tuple[str, str]:
+        """The (item, compared candidate) of the decision recorded at ``seq``."""
+        ev = self.store.event(seq)
+        if ev is None or ev.get("kind") != "decision":
+            raise NotFound(f"no decision at sequence {seq}", "see GET .../decisions")
+        d = ev.get("decision", {})
+        item, other = ev.get("item_id"), d.get("duplicate_of")
+        if not isinstance(item, str) or not isinstance(other, str):
+            raise InvalidConfig(
+                "decision_seq",
+                seq,
+                "names a decision without a stored item and a compared candidate",
+                "label the pair with left and right",
+            )
+        return item, other
+
     def label(
         self,
         left: str,
