@@ -21,9 +21,13 @@ Guarantees:
 * On open, a **torn tail** — the last record cut short, or failing its checksum
   while ending exactly at end of file — is trimmed (``trimmed_bytes`` says how
   much) and the log continues from the last whole record.
-* Damage **in the middle** (a record failing its checksum or authentication with
-  more records after it) is never trimmed: :class:`~neardup.CorruptFile` names the
-  file and byte offset and start-up stops.
+* Damage **in the middle** (a record failing its checksum with more records after
+  it) is never trimmed: :class:`~neardup.CorruptFile` names the file and byte
+  offset and start-up stops.  Framing and checksums are verified over the whole
+  file at open (a sequential pass over a memory map); AES-GCM authentication is
+  checked when a record is decrypted — the last one at open, the others when they
+  are replayed — so a forged record is refused, naming its offset, before it can
+  change any state.
 * Sequence numbers are strictly increasing; a gap or repeat is corruption.
 
 Payloads are sealed with the tenant's log key (AES-GCM, see ``neardup._crypto``),
@@ -32,7 +36,9 @@ so features in the log are encrypted at rest like everything else.
 
 from __future__ import annotations
 
+import array
 import json
+import mmap
 import os
 import struct
 import threading
@@ -88,15 +94,24 @@ class CommandLog:
     """
 
     def __init__(
-        self, path: str, fh: Any, sealer: Sealer, aad: bytes, base_seq: int, commands: list[Command]
+        self,
+        path: str,
+        fh: Any,
+        sealer: Sealer,
+        aad: bytes,
+        base_seq: int,
+        offsets: array.array[int],
+        view: Any,
+        last_seq: int,
     ) -> None:
         self.path = path
         self._fh = fh
         self._sealer = sealer
         self._aad = aad
         self.base_seq = base_seq
-        self._loaded = commands
-        self.last_seq = commands[-1].seq if commands else base_seq
+        self._offsets = offsets
+        self._view = view
+        self.last_seq = last_seq
         self.trimmed_bytes = 0
         # Everything read back at open is on disk already.
         self._durable = self.last_seq
@@ -124,12 +139,22 @@ class CommandLog:
 
     @classmethod
     def open(cls, path: str, sealer: Sealer, *, aad: bytes) -> CommandLog:
-        """Open (creating if absent) and validate the whole log; see the module guarantees."""
+        """Open (creating if absent) and validate the log; see the module guarantees.
+
+        Every record's framing and CRC-32 is checked; only the last record is
+        decrypted here (its sequence number ends the log).  Records are decrypted
+        and authenticated when :meth:`commands` reads them, so start-up costs a
+        checksum pass over the file plus the commands the store has not applied,
+        not a decryption of the whole history.
+        """
         if not os.path.exists(path):
             return cls.create(path, sealer, aad=aad)
         try:
+            size = os.path.getsize(path)
             with open(path, "rb") as fh:
-                data = fh.read()
+                data: Any = (
+                    mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+                )
         except OSError as exc:
             raise NeardupIOError(path, exc) from exc
         if len(data) < _HEAD_LEN:
@@ -140,7 +165,14 @@ class CommandLog:
             raise CorruptFile(path, "not a neardup command log (bad magic or header checksum)")
         if version != _VERSION:
             raise CorruptFile(path, f"log format version {version}, this build reads {_VERSION}")
-        commands, end = cls._scan(path, data, sealer, aad, base_seq)
+        offsets, end = cls._scan(path, data)
+        last_seq = base_seq
+        if offsets:
+            last_seq = cls._decode(path, data, offsets[-1], sealer, aad).seq
+            if last_seq <= base_seq:
+                raise CorruptFile(
+                    path, f"last sequence {last_seq} does not follow the log's base {base_seq}"
+                )
         trimmed = len(data) - end
         try:
             out = open(path, "r+b")  # noqa: SIM115 - kept open for appends
@@ -151,12 +183,12 @@ class CommandLog:
             out.seek(end)
         except OSError as exc:
             raise NeardupIOError(path, exc) from exc
-        log = cls(path, out, sealer, aad, base_seq, commands)
+        log = cls(path, out, sealer, aad, base_seq, offsets, data, last_seq)
         log.trimmed_bytes = trimmed
         return log
 
     @staticmethod
-    def _valid_record_at(data: bytes, off: int) -> bool:
+    def _valid_record_at(data: Any, off: int) -> bool:
         if off + _REC.size > len(data):
             return False
         magic, n, crc = _REC.unpack_from(data, off)
@@ -168,7 +200,7 @@ class CommandLog:
         )
 
     @classmethod
-    def _later_record_exists(cls, data: bytes, off: int) -> bool:
+    def _later_record_exists(cls, data: Any, off: int) -> bool:
         pos = data.find(_REC_MAGIC, off + 1)
         while pos != -1:
             if cls._valid_record_at(data, pos):
@@ -177,44 +209,70 @@ class CommandLog:
         return False
 
     @classmethod
-    def _scan(
-        cls, path: str, data: bytes, sealer: Sealer, aad: bytes, base_seq: int
-    ) -> tuple[list[Command], int]:
+    def _scan(cls, path: str, data: Any) -> tuple[array.array[int], int]:
+        """Offsets of the whole, checksummed records and where the valid log ends."""
         off = _HEAD_LEN
-        out: list[Command] = []
-        last = base_seq
-        while off < len(data):
-            torn = off + _REC.size > len(data)
+        out: array.array[int] = array.array("q")
+        n_data = len(data)
+        while off < n_data:
+            torn = off + _REC.size > n_data
             if not torn:
                 magic, n, crc = _REC.unpack_from(data, off)
                 end = off + _REC.size + n
-                torn = end > len(data) or n > _MAX_RECORD
+                torn = end > n_data or n > _MAX_RECORD
             if torn:
                 # A torn write only ever damages the final record; if a whole,
                 # valid record follows, the damage is in the middle.
                 if cls._later_record_exists(data, off):
                     raise CorruptFile(path, f"damaged record length at byte offset {off}")
                 break
-            payload = data[off + _REC.size : end]
-            if magic != _REC_MAGIC or zlib.crc32(payload) != crc:
-                if end == len(data) and not cls._later_record_exists(data, off):
+            if magic != _REC_MAGIC or zlib.crc32(data[off + _REC.size : end]) != crc:
+                if end == n_data and not cls._later_record_exists(data, off):
                     break
                 raise CorruptFile(path, f"record at byte offset {off} fails its checksum")
-            plain = sealer.open(payload, aad, what=f"{path} at byte offset {off}")
-            seq, hlen = struct.unpack_from("<QI", plain, 0)
-            if seq <= last:
-                raise CorruptFile(
-                    path, f"sequence {seq} at byte offset {off} does not follow {last}"
-                )
-            header = json.loads(plain[12 : 12 + hlen].decode("utf-8"))
-            out.append(Command(seq, header, plain[12 + hlen :]))
-            last = seq
+            out.append(off)
             off = end
         return out, off
 
+    @staticmethod
+    def _decode(path: str, data: Any, off: int, sealer: Sealer, aad: bytes) -> Command:
+        _, n, _ = _REC.unpack_from(data, off)
+        payload = bytes(data[off + _REC.size : off + _REC.size + n])
+        plain = sealer.open(payload, aad, what=f"{path} at byte offset {off}")
+        seq, hlen = struct.unpack_from("<QI", plain, 0)
+        header = json.loads(plain[12 : 12 + hlen].decode("utf-8"))
+        return Command(seq, header, plain[12 + hlen :])
+
+    def _at(self, i: int) -> Command:
+        return self._decode(self.path, self._view, self._offsets[i], self._sealer, self._aad)
+
     def commands(self, after: int = -1) -> Iterator[Command]:
-        """The commands read at open with ``seq > after`` (appends are not kept in memory)."""
-        return (c for c in self._loaded if c.seq > after)
+        """The commands that were in the file at open with ``seq > after``, decrypted
+        (and authenticated) as they are read; appends since open are not included.
+
+        Raises :class:`~neardup.CorruptFile` naming the offset of a record that fails
+        authentication or breaks the strictly increasing sequence.
+        """
+        offs = self._offsets
+        # Sequence numbers increase along the file: binary search for the first
+        # record after ``after``, decrypting O(log n) records.
+        lo, hi = 0, len(offs)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._at(mid).seq <= after:
+                lo = mid + 1
+            else:
+                hi = mid
+        prev = self._at(lo - 1).seq if lo > 0 else self.base_seq
+        for i in range(lo, len(offs)):
+            cmd = self._at(i)
+            if cmd.seq <= prev:
+                raise CorruptFile(
+                    self.path,
+                    f"sequence {cmd.seq} at byte offset {offs[i]} does not follow {prev}",
+                )
+            prev = cmd.seq
+            yield cmd
 
     def encode(self, cmd: Command) -> bytes:
         # allow_nan=False: a NaN would be written as a bare token no JSON reader accepts.
@@ -298,8 +356,11 @@ class CommandLog:
             raise NeardupIOError(self.path, self._failed)
 
     def release(self) -> None:
-        """Drop the commands read at open (after replay; they stay on disk)."""
-        self._loaded = []
+        """Forget the records mapped at open (after replay; they stay on disk)."""
+        view, self._view, self._offsets = self._view, b"", array.array("q")
+        if isinstance(view, mmap.mmap):
+            view.close()
 
     def close(self) -> None:
+        self.release()
         self._fh.close()
