@@ -29,9 +29,7 @@ def _reference(u: list[int], v: list[int]) -> dict[int, int]:
     return {x: int(roots[x]) for x in set(u) | set(v)}
 
 
-edges = st.lists(
-    st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=0, max_size=120
-)
+edges = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=0, max_size=120)
 
 
 @settings(max_examples=200, deadline=None)
@@ -56,14 +54,15 @@ def test_long_path_and_star_converge() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(edges, st.integers(1, 5))
-def test_reduces_work_on_any_partition_of_the_keys(
-    es: list[tuple[int, int]], parts: int
-) -> None:
+def test_reduces_work_on_any_partition_of_the_keys(es: list[tuple[int, int]], parts: int) -> None:
     """A reduce that sees all rows of its keys gives the same edges whichever
     partition those keys land in (what the distributed run relies on)."""
     u = np.array([a for a, _ in es], dtype=np.int64)
     v = np.array([b for _, b in es], dtype=np.int64)
-    for emit, reduce in ((large_star_emit, large_star_reduce), (small_star_emit, small_star_reduce)):
+    for emit, reduce in (
+        (large_star_emit, large_star_reduce),
+        (small_star_emit, small_star_reduce),
+    ):
         key, other = emit(u, v)
         whole = set(zip(*(x.tolist() for x in reduce(key, other)), strict=True))
         pieces: set[tuple[int, int]] = set()

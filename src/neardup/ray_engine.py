@@ -124,7 +124,7 @@ def _part(x: npt.NDArray[Any], parts: int) -> I64:
 
 
 def _np(table: pa.Table, name: str) -> npt.NDArray[Any]:
-    return table.column(name).to_numpy()
+    return np.asarray(table.column(name).to_numpy())
 
 
 def _one_thread() -> None:
@@ -385,11 +385,13 @@ def _featurize_shard(job: _Job, shard: int, path: str) -> dict[str, Any]:
 
 def _positions(job: _Job, t: pa.Table) -> I64:
     off = np.asarray(job.offsets, dtype=np.int64)
-    return off[_np(t, "shard")] + _np(t, "row")
+    out: I64 = off[_np(t, "shard")] + _np(t, "row")
+    return out
 
 
 def _eligible(t: pa.Table) -> npt.NDArray[np.bool_]:
-    return (_np(t, "raw") > 0) & ~_np(t, "big")
+    out: npt.NDArray[np.bool_] = (_np(t, "raw") > 0) & ~_np(t, "big")
+    return out
 
 
 def exact_map(job: _Job, t: pa.Table) -> pa.Table:
@@ -715,7 +717,9 @@ def star_reduce(step: str, t: pa.Table) -> pa.Table:
     key, other = _np(t, "key"), _np(t, "other")
     if step == "large":
         u, v = large_star_reduce(key, other)
-        return pa.table({"u": pa.array(u), "v": pa.array(v), "h": pa.array(np.zeros(u.size, np.uint64))})
+        return pa.table(
+            {"u": pa.array(u), "v": pa.array(v), "h": pa.array(np.zeros(u.size, np.uint64))}
+        )
     lo, hi = np.minimum(key, other), np.maximum(key, other)
     keep = lo != hi
     order = np.lexsort((lo[keep], hi[keep]))
@@ -798,7 +802,9 @@ def _cluster_rows(parts: int, cols: dict[str, Any], n: int) -> pa.Table:
 def label_rows(parts: int, t: pa.Table) -> pa.Table:
     node = _np(t, "node")
     return _cluster_rows(
-        parts, {"node": node, "kind": np.zeros(node.size, np.int8), "root": _np(t, "root")}, node.size
+        parts,
+        {"node": node, "kind": np.zeros(node.size, np.int8), "root": _np(t, "root")},
+        node.size,
     )
 
 
@@ -847,9 +853,7 @@ def root_reduce(parts: int, t: pa.Table) -> pa.Table:
     new_root = r_all[keep]
     out = out.set_column(out.schema.get_field_index("root"), "root", _arr(new_root))
     out = out.set_column(out.schema.get_field_index("node"), "node", _arr(new_root))
-    out = out.set_column(
-        out.schema.get_field_index("_part"), "_part", _arr(_part(new_root, parts))
-    )
+    out = out.set_column(out.schema.get_field_index("_part"), "_part", _arr(_part(new_root, parts)))
     return out
 
 
@@ -933,7 +937,8 @@ def cluster_reduce(job: _Job, t: pa.Table) -> pa.Table:
     e_root = root[eds]
     eo = np.argsort(e_root, kind="stable")
     ecols = {
-        c: _np(t, c)[eds][eo] for c in ("a", "b", "band", "key", "inter", "union", "matches", "method")
+        c: _np(t, c)[eds][eo]
+        for c in ("a", "b", "band", "key", "inter", "union", "matches", "method")
     }
     e_root = e_root[eo]
     roots, starts = np.unique(d_root, return_index=True)
@@ -1033,7 +1038,9 @@ def write_shard(job: _Job, out: str, t: pa.Table) -> pa.Table:
     order = np.argsort(pos[real], kind="stable")
     rows = pos[real][order] - job.offsets[shard]
     cluster = _np(t, "cluster")[real][order]
-    reps = [json.loads(x) for x in np.asarray(t.column("rep").to_pylist(), dtype=object)[real][order]]
+    reps = [
+        json.loads(x) for x in np.asarray(t.column("rep").to_pylist(), dtype=object)[real][order]
+    ]
     with tempfile.TemporaryDirectory(prefix="neardup-shard-") as scratch:
         corpus = read_corpus(
             [_local_copy(job.shards[shard], scratch)],
@@ -1045,7 +1052,9 @@ def write_shard(job: _Job, out: str, t: pa.Table) -> pa.Table:
     dup[rows] = True
     os.makedirs(os.path.join(out, "kept"), exist_ok=True)
     os.makedirs(os.path.join(out, "duplicates"), exist_ok=True)
-    write_subset(corpus, np.flatnonzero(~dup).tolist(), os.path.join(out, "kept", f"part-{shard:05d}"))
+    write_subset(
+        corpus, np.flatnonzero(~dup).tolist(), os.path.join(out, "kept", f"part-{shard:05d}")
+    )
     write_subset(
         corpus,
         rows.tolist(),
@@ -1085,9 +1094,7 @@ class _Run:
         folder = os.path.join(self.job.work, stage)
         if not os.path.isdir(folder):
             return []
-        return sorted(
-            os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".parquet")
-        )
+        return sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".parquet"))
 
     def write(self, stage: str, ds: Any) -> list[str]:
         folder = os.path.join(self.job.work, stage)
@@ -1108,7 +1115,9 @@ class _Run:
         ds = self.rd.from_items(items, override_num_blocks=max(1, len(items)))
         return ds.map_batches(lambda b: _read_parquet(b, columns), batch_size=1)
 
-    def stage(self, name: str, run: Callable[[], tuple[list[str], dict[str, Any]]]) -> dict[str, Any]:
+    def stage(
+        self, name: str, run: Callable[[], tuple[list[str], dict[str, Any]]]
+    ) -> dict[str, Any]:
         info = self.manifest.done(name)
         if info is not None:
             return info
@@ -1156,7 +1165,10 @@ def _data_context(ray: Any) -> dict[str, Any]:
     from ray.data.context import ShuffleStrategy
 
     ctx = ray.data.DataContext.get_current()
-    old = {"enable_progress_bars": ctx.enable_progress_bars, "shuffle_strategy": ctx.shuffle_strategy}
+    old = {
+        "enable_progress_bars": ctx.enable_progress_bars,
+        "shuffle_strategy": ctx.shuffle_strategy,
+    }
     ctx.enable_progress_bars = False
     ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
     return old
@@ -1215,7 +1227,8 @@ def run_dedup_ray(
         raise InputError(
             ", ".join(shards[:5]),
             None,
-            f"the ray engine reads JSONL or Parquet shards of one format, got {sorted(set(formats))}",
+            f"the ray engine reads JSONL or Parquet shards of one format, got "
+            f"{sorted(set(formats))}",
             "convert the inputs to JSONL or Parquet, or use --engine local",
         )
     t_start = time.perf_counter()
@@ -1321,7 +1334,9 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
     r.job = job
     n = int(sum(counts))
     eligible = sum(int(feats[i]["eligible"]) for i in feats)
-    feature_files = [os.path.join(job.work, "features", f"shard-{i:05d}.parquet") for i in range(len(job.shards))]
+    feature_files = [
+        os.path.join(job.work, "features", f"shard-{i:05d}.parquet") for i in range(len(job.shards))
+    ]
 
     def features(cols: list[str]) -> Any:
         return r.read_files(feature_files, cols)
@@ -1396,9 +1411,7 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
         if not parts:
             return None
         out = parts[0] if len(parts) == 1 else parts[0].union(*parts[1:])
-        return out.map_batches(
-            lambda t: _uv(t), batch_format="pyarrow"
-        )
+        return out.map_batches(lambda t: _uv(t), batch_format="pyarrow")
 
     def do_components() -> tuple[list[str], dict[str, Any]]:
         import pyarrow as pa
@@ -1437,7 +1450,7 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
                 lambda t: star_reduce("small", t),
             ).materialize()
             dig = [0, 0]
-            for b in small.filter(expr="u < 0").iter_rows():
+            for b in small.filter(expr=_col("u") < 0).iter_rows():
                 dig[0] += int(b["v"])
                 dig[1] = (dig[1] + int(b["h"])) & _M64
             cur = small
@@ -1445,7 +1458,9 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
                 break
             prev = (dig[0], dig[1])
             if rounds_done > 200:  # pragma: no cover - O(log n) rounds in theory
-                raise InvalidConfig("cc-threshold", cc_threshold, "components did not converge", "report a bug")
+                raise InvalidConfig(
+                    "cc-threshold", cc_threshold, "components did not converge", "report a bug"
+                )
         labels = r.shuffle(
             "cc_labels",
             cur.map_batches(lambda t: label_map(job.parts, t), batch_format="pyarrow"),
@@ -1527,6 +1542,12 @@ def _read_parquet(batch: dict[str, Any], columns: list[str] | None) -> pa.Table:
     return pa.concat_tables([pq.read_table(str(p), columns=columns) for p in batch["path"]])
 
 
+def _col(name: str) -> Any:
+    from ray.data.expressions import col
+
+    return col(name)
+
+
 def _uv(t: pa.Table) -> pa.Table:
     import pyarrow as pa
 
@@ -1557,9 +1578,9 @@ def _write_outputs(r: _Run, tmp: str, stats: dict[str, Any]) -> None:
     dups = 0
     with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
         if cl is not None:
-            ordered = cl.filter(expr="kind == 0").sort("root")
-            chunk = 0
-            for b in ordered.iter_batches(batch_format="pyarrow", batch_size=65536):
+            ordered = cl.filter(expr=_col("kind") == 0).sort("root")
+            batches = ordered.iter_batches(batch_format="pyarrow", batch_size=65536)
+            for chunk, b in enumerate(batches):
                 roots = b.column("root").to_numpy()
                 sizes = b.column("size").to_numpy()
                 cids = np.arange(ncl, ncl + roots.size, dtype=np.int64)
@@ -1580,7 +1601,6 @@ def _write_outputs(r: _Run, tmp: str, stats: dict[str, Any]) -> None:
                     ),
                     os.path.join(numbers_dir, f"ids-{chunk:05d}.parquet"),
                 )
-                chunk += 1
     stats["clusters"] = ncl
     stats["cluster_size_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0])))
     stats["documents_out"] = stats["documents_in"] - dups
@@ -1597,7 +1617,7 @@ def _write_outputs(r: _Run, tmp: str, stats: dict[str, Any]) -> None:
     )
     parts = [rd.from_arrow(markers)]
     if cl is not None and ncl:
-        asg = cl.filter(expr="kind == 1").select_columns(["kind", "root", "pos", "text"])
+        asg = cl.filter(expr=_col("kind") == 1).select_columns(["kind", "root", "pos", "text"])
         nums = r.read_files(sorted(os.path.join(numbers_dir, f) for f in os.listdir(numbers_dir)))
         joined = r.shuffle(
             "assign",
