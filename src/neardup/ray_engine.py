@@ -941,7 +941,9 @@ def cluster_reduce(job: _Job, t: pa.Table) -> pa.Table:
         for c in ("a", "b", "band", "key", "inter", "union", "matches", "method")
     }
     e_root = e_root[eo]
-    roots, starts = np.unique(d_root, return_index=True)
+    # d_root is sorted: group starts where it changes.
+    starts = np.flatnonzero(np.r_[True, d_root[1:] != d_root[:-1]]) if d_root.size else d_root
+    roots = d_root[starts]
     ends = np.r_[starts[1:], d_root.size]
     e_lo = np.searchsorted(e_root, roots, side="left")
     e_hi = np.searchsorted(e_root, roots, side="right")
