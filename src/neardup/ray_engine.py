@@ -119,8 +119,10 @@ def _mix(x: npt.NDArray[Any]) -> U64:
     return h
 
 
-def _part(x: npt.NDArray[Any], parts: int) -> I64:
-    return (_mix(x) % np.uint64(parts)).astype(np.int64)
+def _part(x: npt.NDArray[Any]) -> I64:
+    """The shuffle key column: a non-negative 63-bit hash (taken modulo the
+    partition count when the shuffle's size is known, see ``_Run.shuffle``)."""
+    return (_mix(x) >> np.uint64(1)).astype(np.int64)
 
 
 def _np(table: pa.Table, name: str) -> npt.NDArray[Any]:
@@ -406,7 +408,7 @@ def exact_map(job: _Job, t: pa.Table) -> pa.Table:
             "chash": pa.array(ch),
             "dhi": pa.array(_np(t, "dhi")[keep]),
             "dlo": pa.array(_np(t, "dlo")[keep]),
-            "_part": pa.array(_part(ch, job.parts)),
+            "_part": pa.array(_part(ch)),
         }
     )
 
@@ -448,7 +450,7 @@ def band_map(job: _Job, lo: int, hi: int, t: pa.Table) -> pa.Table:
             "chash": pa.array(np.repeat(_np(t, "chash")[keep], nb)),
             "dhi": pa.array(np.repeat(_np(t, "dhi")[keep], nb)),
             "dlo": pa.array(np.repeat(_np(t, "dlo")[keep], nb)),
-            "_part": pa.array(_part(pkey, job.parts)),
+            "_part": pa.array(_part(pkey)),
         }
     )
 
@@ -566,7 +568,7 @@ def feature_rows(job: _Job, t: pa.Table) -> pa.Table:
             "key": pa.array(np.zeros(n, dtype=np.uint64)),
             "sig": t.column("sig").combine_chunks().take(idx),
             "set": t.column("set").combine_chunks().take(idx),
-            "_part": pa.array(_part(pos, job.parts)),
+            "_part": pa.array(_part(pos)),
         },
         schema=_join_schema(job.config.num_perm),
     )
@@ -594,7 +596,7 @@ def pair_rows(job: _Job, by: str, t: pa.Table) -> pa.Table:
             "key": pa.array(_np(t, "key")[keep]),
             "sig": sig,
             "set": sets,
-            "_part": pa.array(_part(node, job.parts)),
+            "_part": pa.array(_part(node)),
         },
         schema=_join_schema(k),
     )
@@ -632,7 +634,7 @@ def attach_b_reduce(job: _Job, t: pa.Table) -> pa.Table:
             "key": pa.array(key),
             "sig": docs.column("sig").combine_chunks().take(take),
             "set": docs.column("set").combine_chunks().take(take),
-            "_part": pa.array(_part(a, job.parts)),
+            "_part": pa.array(_part(a)),
         },
         schema=_join_schema(job.config.num_perm),
     )
@@ -693,18 +695,18 @@ def verify_reduce(job: _Job, t: pa.Table) -> pa.Table:
 # --- connected components over Ray Data --------------------------------------------
 
 
-def _edge_table(u: I64, v: I64, parts: int) -> pa.Table:
+def _edge_table(u: I64, v: I64) -> pa.Table:
     import pyarrow as pa
 
-    return pa.table({"key": pa.array(u), "other": pa.array(v), "_part": pa.array(_part(u, parts))})
+    return pa.table({"key": pa.array(u), "other": pa.array(v), "_part": pa.array(_part(u))})
 
 
-def star_map(step: str, parts: int, t: pa.Table) -> pa.Table:
+def star_map(step: str, t: pa.Table) -> pa.Table:
     u, v = _np(t, "u"), _np(t, "v")
     keep = u >= 0
     emit = large_star_emit if step == "large" else small_star_emit
     key, other = emit(u[keep], v[keep])
-    return _edge_table(key, other, parts)
+    return _edge_table(key, other)
 
 
 def star_reduce(step: str, t: pa.Table) -> pa.Table:
@@ -736,11 +738,11 @@ def star_reduce(step: str, t: pa.Table) -> pa.Table:
     )
 
 
-def label_map(parts: int, t: pa.Table) -> pa.Table:
+def label_map(t: pa.Table) -> pa.Table:
     u, v = _np(t, "u"), _np(t, "v")
     keep = u >= 0
     u, v = u[keep], v[keep]
-    return _edge_table(np.concatenate([u, v]), np.concatenate([v, u]), parts)
+    return _edge_table(np.concatenate([u, v]), np.concatenate([v, u]))
 
 
 def label_reduce(t: pa.Table) -> pa.Table:
@@ -778,7 +780,7 @@ def _cluster_schema() -> pa.Schema:
     )
 
 
-def _cluster_rows(parts: int, cols: dict[str, Any], n: int) -> pa.Table:
+def _cluster_rows(cols: dict[str, Any], n: int) -> pa.Table:
     import pyarrow as pa
 
     schema = _cluster_schema()
@@ -795,14 +797,13 @@ def _cluster_rows(parts: int, cols: dict[str, Any], n: int) -> pa.Table:
             full[f.name] = pa.nulls(n, type=pa.string())
         else:
             full[f.name] = pa.array(np.full(n, -1 if f.name != "key" else 0), type=f.type)
-    full["_part"] = pa.array(_part(np.asarray(cols["node"], dtype=np.int64), parts))
+    full["_part"] = pa.array(_part(np.asarray(cols["node"], dtype=np.int64)))
     return pa.table(full, schema=schema)
 
 
-def label_rows(parts: int, t: pa.Table) -> pa.Table:
+def label_rows(t: pa.Table) -> pa.Table:
     node = _np(t, "node")
     return _cluster_rows(
-        parts,
         {"node": node, "kind": np.zeros(node.size, np.int8), "root": _np(t, "root")},
         node.size,
     )
@@ -818,7 +819,7 @@ def doc_rows(job: _Job, t: pa.Table) -> pa.Table:
         "nbytes": _np(t, "nbytes"),
         "id": t.column("id"),
     }
-    return _cluster_rows(job.parts, cols, pos.size)
+    return _cluster_rows(cols, pos.size)
 
 
 def edge_rows(job: _Job, method: int, t: pa.Table) -> pa.Table:
@@ -829,10 +830,10 @@ def edge_rows(job: _Job, method: int, t: pa.Table) -> pa.Table:
         if c in t.column_names:
             cols[c] = _np(t, c)[keep]
     cols["method"] = np.full(int(keep.sum()), method, np.int8)
-    return _cluster_rows(job.parts, cols, int(keep.sum()))
+    return _cluster_rows(cols, int(keep.sum()))
 
 
-def root_reduce(parts: int, t: pa.Table) -> pa.Table:
+def root_reduce(t: pa.Table) -> pa.Table:
     """Rows keyed by node: label documents and edges with their component root."""
     kind = _np(t, "kind")
     node, root = _np(t, "node"), _np(t, "root")
@@ -853,7 +854,7 @@ def root_reduce(parts: int, t: pa.Table) -> pa.Table:
     new_root = r_all[keep]
     out = out.set_column(out.schema.get_field_index("root"), "root", _arr(new_root))
     out = out.set_column(out.schema.get_field_index("node"), "node", _arr(new_root))
-    out = out.set_column(out.schema.get_field_index("_part"), "_part", _arr(_part(new_root, parts)))
+    out = out.set_column(out.schema.get_field_index("_part"), "_part", _arr(_part(new_root)))
     return out
 
 
@@ -999,7 +1000,7 @@ def assign_rows(job: _Job, t: pa.Table) -> pa.Table:
             "root": pa.array(root),
             "pos": t.column("pos"),
             "text": t.column("text"),
-            "_part": pa.array(_part(root, job.parts)),
+            "_part": pa.array(_part(root)),
         }
     )
 
@@ -1079,17 +1080,36 @@ class _Run:
     timings: dict[str, float] = field(default_factory=dict)
     shuffles: dict[str, dict[str, int]] = field(default_factory=dict)
     progress: Callable[[str, int, int], None] | None = None
+    partition_bytes: int = 128 << 20
 
     @property
     def rd(self) -> Any:
         return self.ray.data
 
-    def shuffle(self, name: str, ds: Any, reduce: Callable[[pa.Table], pa.Table]) -> Any:
-        """Hash shuffle ``ds`` on its ``_part`` column and run ``reduce`` per partition."""
+    def shuffle(
+        self,
+        name: str,
+        ds: Any,
+        reduce: Callable[[pa.Table], pa.Table],
+        *,
+        exact: bool = False,
+    ) -> Any:
+        """Hash shuffle ``ds`` on its ``_part`` column and run ``reduce`` per partition.
+
+        The partition count is the larger of ``job.parts`` and the input's size over
+        ``partition_bytes``, so that one reduce holds about that much whatever the
+        corpus size; reduces do not depend on it.  With ``exact`` the ``_part``
+        values are the partitions themselves (one input shard each).
+        """
         ds = ds.materialize()
-        rec = self.shuffles.setdefault(name, {"rows": 0, "bytes": 0})
-        rec["rows"] += int(ds.count())
-        rec["bytes"] += int(ds.size_bytes())
+        rows, size = int(ds.count()), int(ds.size_bytes())
+        rec = self.shuffles.setdefault(name, {"rows": 0, "bytes": 0, "partitions": 0})
+        rec["rows"] += rows
+        rec["bytes"] += size
+        if not exact:
+            parts = max(self.job.parts, -(-size // self.partition_bytes))
+            rec["partitions"] = max(rec["partitions"], parts)
+            ds = ds.map_batches(lambda t: _modulo(t, parts), batch_format="pyarrow")
         return ds.groupby("_part").map_groups(reduce, batch_format="pyarrow")
 
     def files(self, stage: str) -> list[str]:
@@ -1443,12 +1463,12 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
             rounds_done += 1
             big = r.shuffle(
                 "cc_large",
-                cur.map_batches(lambda t: star_map("large", job.parts, t), batch_format="pyarrow"),
+                cur.map_batches(lambda t: star_map("large", t), batch_format="pyarrow"),
                 lambda t: star_reduce("large", t),
             )
             small = r.shuffle(
                 "cc_small",
-                big.map_batches(lambda t: star_map("small", job.parts, t), batch_format="pyarrow"),
+                big.map_batches(lambda t: star_map("small", t), batch_format="pyarrow"),
                 lambda t: star_reduce("small", t),
             ).materialize()
             dig = [0, 0]
@@ -1465,7 +1485,7 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
                 )
         labels = r.shuffle(
             "cc_labels",
-            cur.map_batches(lambda t: label_map(job.parts, t), batch_format="pyarrow"),
+            cur.map_batches(label_map, batch_format="pyarrow"),
             label_reduce,
         )
         files = r.write("components", labels)
@@ -1478,7 +1498,7 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
         lab = r.read("components")
         if lab is None:
             return [], {"clusters": 0}
-        rows = [lab.map_batches(lambda t: label_rows(job.parts, t), batch_format="pyarrow")]
+        rows = [lab.map_batches(label_rows, batch_format="pyarrow")]
         rows.append(
             features(["shard", "row", "id", "nbytes"]).map_batches(
                 lambda t: doc_rows(job, t), batch_format="pyarrow"
@@ -1492,7 +1512,7 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
             meth = 2 if cfg.verify == "estimate" else 1
             rows.append(ve.map_batches(lambda t: edge_rows(job, meth, t), batch_format="pyarrow"))
         allrows = rows[0].union(*rows[1:])
-        rooted = r.shuffle("clusters_node", allrows, lambda t: root_reduce(job.parts, t))
+        rooted = r.shuffle("clusters_node", allrows, root_reduce)
         out = r.shuffle("clusters_root", rooted, lambda t: cluster_reduce(job, t))
         files = r.write("clusters", out)
         return files, {}
@@ -1542,6 +1562,13 @@ def _read_parquet(batch: dict[str, Any], columns: list[str] | None) -> pa.Table:
     import pyarrow.parquet as pq
 
     return pa.concat_tables([pq.read_table(str(p), columns=columns) for p in batch["path"]])
+
+
+def _modulo(t: pa.Table, parts: int) -> pa.Table:
+    import pyarrow as pa
+
+    i = t.schema.get_field_index("_part")
+    return t.set_column(i, "_part", pa.array(_np(t, "_part") % parts))
 
 
 def _col(name: str) -> Any:
@@ -1628,6 +1655,6 @@ def _write_outputs(r: _Run, tmp: str, stats: dict[str, Any]) -> None:
         )
         parts.append(joined)
     allrows = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
-    res = r.shuffle("write", allrows, lambda t: write_shard(job, tmp, t)).take_all()
+    res = r.shuffle("write", allrows, lambda t: write_shard(job, tmp, t), exact=True).take_all()
     if len(res) != len(job.shards):  # pragma: no cover - every shard has a marker row
         raise NeardupIOError(tmp, OSError("not every shard was written"))
