@@ -36,6 +36,8 @@ EXE = str(Path(sys.executable).parent / "neardup")
 # half the nominal per-node bandwidth is achieved (Ray object transfers, TCP).
 CLUSTER = {"nodes": 32, "vcpus_per_node": 32, "ram_gib_per_node": 64, "net_gbit_per_node": 12.5}
 TARGET_DOCS = 1_000_000_000
+# Average size of a web document after extraction (C4/FineWeb-like, ~3 KB of text).
+WEB_DOC_BYTES = 3000
 
 
 def build_corpus(folder: Path, n: int, shards: int) -> dict[str, Any]:
@@ -87,7 +89,21 @@ def concat(folder: Path) -> bytes:
     return b"".join((folder / f).read_bytes() for f in sorted(os.listdir(folder)))
 
 
-def project(n: int, cpus: int, ray_stats: dict[str, Any], wall: float) -> dict[str, Any]:
+# Stages whose cost follows the text bytes (reading, normalizing, hashing, signing,
+# verification over shingle sets, writing) rather than the document count.
+BYTE_STAGES = ("features", "verify", "write")
+BYTE_SHUFFLES = ("verify_a", "verify_b")
+
+
+def project(
+    n: int,
+    cpus: int,
+    ray_stats: dict[str, Any],
+    wall: float,
+    *,
+    avg_bytes: float | None = None,
+    measured_avg_bytes: float = 1.0,
+) -> dict[str, Any]:
     """Wall time and memory for TARGET_DOCS on CLUSTER from the measured run.
 
     Each stage's measured wall time on ``cpus`` workers is turned into CPU-seconds
@@ -96,36 +112,50 @@ def project(n: int, cpus: int, ray_stats: dict[str, Any], wall: float) -> dict[s
     divided over the cluster's vCPUs.  Shuffle time is the measured bytes per
     document x TARGET_DOCS over half the cluster's aggregate bandwidth.  Memory per
     node is the largest single shuffle (its input must be held in the object
-    store, spilled to disk beyond it) divided over the nodes.
+    store, spilled to disk beyond it) divided over the nodes; the band shuffle is
+    held one round (one band at this scale) at a time.
+
+    With ``avg_bytes`` the stages that follow text bytes (``BYTE_STAGES``) and the
+    shingle-set shuffles (``BYTE_SHUFFLES``) are scaled by ``avg_bytes /
+    measured_avg_bytes`` — a linear model, for documents longer than the measured
+    ones; the per-document stages (band keys, buckets, components, clusters) are not.
     """
     workers = CLUSTER["nodes"] * CLUSTER["vcpus_per_node"]
     scale = TARGET_DOCS / n
+    # With ``avg_bytes``, byte-driven stages and shuffles grow by avg/measured bytes.
+    grow = (avg_bytes / measured_avg_bytes) if avg_bytes else 1.0
     stages = {}
     compute_s = 0.0
     for stage, secs in ray_stats["timings_s"].items():
-        if stage in ("total", "write"):
+        if stage == "total":
             continue
-        cpu_per_doc = secs * cpus / n
+        cpu_per_doc = secs * cpus / n * (grow if stage in BYTE_STAGES else 1.0)
         t = cpu_per_doc * TARGET_DOCS / workers
         stages[stage] = {"cpu_us_per_doc": round(cpu_per_doc * 1e6, 2), "projected_s": round(t)}
         compute_s += t
-    write_cpu = ray_stats["timings_s"].get("write", 0.0) * cpus / n
-    stages["write"] = {
-        "cpu_us_per_doc": round(write_cpu * 1e6, 2),
-        "projected_s": round(write_cpu * TARGET_DOCS / workers),
+    shuffles = {
+        k: v["bytes"] * (grow if k in BYTE_SHUFFLES else 1.0)
+        for k, v in ray_stats["engine"]["shuffles"].items()
     }
-    compute_s += write_cpu * TARGET_DOCS / workers
-    shuffles = ray_stats["engine"]["shuffles"]
-    total_bytes = sum(s["bytes"] for s in shuffles.values())
-    largest = max((s["bytes"] for s in shuffles.values()), default=0)
+    # Band rounds: at 1B documents a round holds one band (256 MiB / 42 bytes per
+    # document and band < 1 band), so the band shuffle is held one band at a time.
+    bands = ray_stats["bands"]
+    rounds = ray_stats["engine"]["band_rounds"]
+    held = dict(shuffles)
+    if "bands" in held:
+        held["bands"] = held["bands"] * rounds / bands
+    total_bytes = sum(shuffles.values())
+    largest = max(held.values(), default=0)
     bw = CLUSTER["nodes"] * CLUSTER["net_gbit_per_node"] / 8 * 1e9 / 2
     shuffle_s = total_bytes * scale / bw
     return {
+        "avg_doc_bytes": avg_bytes or measured_avg_bytes,
         "target_docs": TARGET_DOCS,
         "cluster": CLUSTER,
         "workers": workers,
         "stages": stages,
         "shuffle_bytes_per_doc": round(total_bytes / n, 1),
+        "shuffle_bytes_per_doc_by_shuffle": {k: round(v / n, 1) for k, v in shuffles.items()},
         "shuffle_bytes_total": int(total_bytes * scale),
         "largest_shuffle_bytes": int(largest * scale),
         "largest_shuffle_gib_per_node": round(largest * scale / CLUSTER["nodes"] / 2**30, 1),
@@ -167,6 +197,7 @@ def main() -> None:
             st = json.loads((tmp / out / "stats.json").read_text())
             runs[name]["timings_s"] = st["timings_s"]
             runs[name]["engine"] = st["engine"]
+            runs[name]["bands"] = st["bands"]
             runs[name]["clusters_identical"] = (
                 tmp / out / "clusters.jsonl"
             ).read_bytes() == local_clusters
@@ -181,14 +212,20 @@ def main() -> None:
             for k in ("documents_out", "clusters", "exact_duplicates", "near_duplicates")
         }
         results["runs"] = runs
+        measured = corpus["bytes"] / corpus["docs"]
+        base = runs["ray_distributed_cc"]
         results["projection"] = project(
-            n, a.cpus, runs["ray_distributed_cc"], runs["ray_distributed_cc"]["wall_s"]
+            n, a.cpus, base, base["wall_s"], measured_avg_bytes=measured
+        )
+        results["projection_web_docs"] = project(
+            n, a.cpus, base, base["wall_s"], avg_bytes=WEB_DOC_BYTES, measured_avg_bytes=measured
         )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finish(results, src)
     write_json(Path(a.out), results)
-    print(json.dumps({k: results[k] for k in ("runs", "projection")}, indent=1)[:6000])
+    keys = ("runs", "projection", "projection_web_docs")
+    print(json.dumps({k: results[k] for k in keys}, indent=1)[:8000])
 
 
 if __name__ == "__main__":
