@@ -277,3 +277,16 @@ def test_bucket_pairs_match_the_local_band_join() -> None:
         got[(x, y)] = min(z, got.get((x, y), z))
     assert got == want
     assert overflow == c3 and len(got) == c1
+
+
+def test_semi_join_bloom_filter_has_no_false_negatives() -> None:
+    from neardup.ray_engine import bloom_add, bloom_contains
+
+    rng = np.random.default_rng(5)
+    keys = rng.integers(0, 1 << 40, 20_000)
+    flags = np.zeros(8 * 20_000 * 10 // 8, dtype=np.bool_)
+    bloom_add(flags, keys)
+    bits = np.packbits(flags, bitorder="little")
+    assert bloom_contains(bits, keys).all()
+    others = rng.integers(1 << 41, 1 << 42, 20_000)
+    assert bloom_contains(bits, others).mean() < 0.03

@@ -550,12 +550,52 @@ def _join_schema(k: int) -> pa.Schema:
     )
 
 
-def feature_rows(job: _Job, t: pa.Table) -> pa.Table:
-    """Eligible documents' (set, signature) as join rows keyed by position."""
+_BLOOM_K = 7
+_BLOOM_BITS_PER_KEY = 10  # with k = 7: about 1 % false positives
+
+
+def _bloom_slots(x: npt.NDArray[Any], m_bits: int) -> npt.NDArray[np.uint64]:
+    """(k, len(x)) bit positions of ``x`` (double hashing)."""
+    with np.errstate(over="ignore"):
+        h1 = _mix(x)
+        h2 = _mix(x.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+        steps = np.arange(_BLOOM_K, dtype=np.uint64)[:, None]
+        out: npt.NDArray[np.uint64] = (h1[None, :] + steps * h2[None, :]) % np.uint64(m_bits)
+    return out
+
+
+def bloom_add(flags: npt.NDArray[np.bool_], x: npt.NDArray[Any]) -> None:
+    """Set the slots of keys ``x`` in ``flags`` (one bool per bit; pack with
+    ``np.packbits(flags, bitorder="little")`` for :func:`bloom_contains`)."""
+    flags[_bloom_slots(x, flags.size).reshape(-1).astype(np.int64)] = True
+
+
+def bloom_contains(bits: npt.NDArray[np.uint8], x: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """True where key ``x`` may be in the filter (never False for an added key)."""
+    if x.size == 0:
+        return np.zeros(0, dtype=np.bool_)
+    slots = _bloom_slots(x, bits.size * 8)
+    hit = bits[(slots >> np.uint64(3)).astype(np.int64)] & _BIT[slots & np.uint64(7)]
+    out: npt.NDArray[np.bool_] = (hit != 0).all(axis=0)
+    return out
+
+
+_BIT = np.array([1 << i for i in range(8)], dtype=np.uint8)
+
+
+def feature_rows(job: _Job, t: pa.Table, wanted: Any = None) -> pa.Table:
+    """Eligible documents' (set, signature) as join rows keyed by position; with
+    ``wanted`` (an object ref of a Bloom filter of candidate-pair ends) only the
+    documents that may occur in a pair — the join's semi-join filter."""
     import pyarrow as pa
 
     keep = np.flatnonzero(_eligible(t))
     pos = _positions(job, t)[keep]
+    if wanted is not None:
+        import ray
+
+        inside = bloom_contains(ray.get(wanted), pos)
+        keep, pos = keep[inside], pos[inside]
     n = pos.size
     idx = pa.array(keep)
     return pa.table(
@@ -1409,16 +1449,36 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
         fcols = [*base, "sig", "set"]
         if not band_files:
             return [], {"candidate_pairs": 0, "verified_pairs": 0}
+        # Semi-join: only documents that occur in some candidate pair ship their
+        # shingle sets.  The driver streams the pair ends into a Bloom filter
+        # (~1.2 bytes per end); false positives only ship a few extra sets.
+        ends = sum(
+            int(v["info"]["pair_rows"])
+            for k, v in r.manifest.stages.items()
+            if k.startswith("bands/")
+        )
+        flags = np.zeros(8 * max(64, -(-2 * ends * _BLOOM_BITS_PER_KEY // 8)), dtype=np.bool_)
+        for b in r.read_files(band_files, ["a", "b"]).iter_batches(batch_format="numpy"):
+            real = b["a"] >= 0
+            bloom_add(flags, b["a"][real])
+            bloom_add(flags, b["b"][real])
+        wanted = r.ray.put(np.packbits(flags, bitorder="little"))
+        del flags
         pairs = r.read_files(band_files).map_batches(
             lambda t: pair_rows(job, "b", t), batch_format="pyarrow"
         )
-        docs = features(fcols).map_batches(lambda t: feature_rows(job, t), batch_format="pyarrow")
+        docs = features(fcols).map_batches(
+            lambda t: feature_rows(job, t, wanted), batch_format="pyarrow"
+        )
         step1 = r.shuffle("verify_b", pairs.union(docs), lambda t: attach_b_reduce(job, t))
-        docs2 = features(fcols).map_batches(lambda t: feature_rows(job, t), batch_format="pyarrow")
+        step1 = step1.materialize()
+        cand = int(step1.count())
+        docs2 = features(fcols).map_batches(
+            lambda t: feature_rows(job, t, wanted), batch_format="pyarrow"
+        )
         step2 = r.shuffle("verify_a", step1.union(docs2), lambda t: verify_reduce(job, t))
         files = r.write("verify", step2)
         verified = sum(pq_rows(f) for f in files)
-        cand = r.shuffles["verify_a"]["rows"] - eligible
         return files, {"verified_pairs": verified, "candidate_pairs": cand}
 
     ver_info = r.stage("verify", do_verify)
