@@ -27,7 +27,9 @@ checksums, in ``manifest.json``; ``resume=True`` skips recorded stages):
 4. ``verify`` — two shuffles join each candidate with the shingle sets and
    signatures of both ends (by b, then by a; pairs are de-duplicated to their
    first band on the way), then exact Jaccard (the local ``jaccard_pairs``
-   kernel) keeps pairs at or above the threshold.
+   kernel) keeps pairs at or above the threshold.  Only documents that occur in
+   a candidate pair ship their features (a semi-join through a Bloom filter of
+   the pair ends that the driver builds while streaming the pairs).
 5. ``components`` — connected components of identical + verified edges: a
    driver union-find when there are at most ``cc_threshold`` edges, else
    large-star/small-star rounds over Ray Data (:mod:`neardup.components`).
