@@ -220,6 +220,11 @@ def test_resume_after_killing_the_driver(tmp_path: Path) -> None:
 
 
 def test_manifest_refuses_other_runs_and_damage(tmp_path: Path) -> None:
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("not neardup's")
+    with pytest.raises(InvalidConfig, match="not a neardup ray work folder"):
+        _Manifest(str(tmp_path / "mine"), {"config": "a"}, resume=False)
+    assert (tmp_path / "mine" / "notes.txt").exists()
     work = str(tmp_path / "w")
     m = _Manifest(work, {"config": "a"}, resume=False)
     f = tmp_path / "w" / "x.parquet"

@@ -221,8 +221,15 @@ class _Manifest:
         if resume and os.path.exists(self.path):
             self._load()
         else:
-            if os.path.isdir(work):
-                shutil.rmtree(work)
+            if os.path.isdir(work) and os.listdir(work):
+                if not os.path.exists(self.path):
+                    raise InvalidConfig(
+                        "work-dir",
+                        work,
+                        "exists, is not empty and is not a neardup ray work folder",
+                        "choose a new or empty folder for --work-dir",
+                    )
+                shutil.rmtree(work)  # an earlier run's working files: start over
             os.makedirs(work, exist_ok=True)
             self.save()
 
@@ -260,8 +267,13 @@ class _Manifest:
         doc = dict(body, checksum=_checksum(body))
         atomic_write(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
-    def done(self, name: str) -> dict[str, Any] | None:
-        """The recorded info of stage ``name`` if it can be reused, else None."""
+    def done(self, name: str, *, chain: bool = True) -> dict[str, Any] | None:
+        """The recorded info of stage ``name`` if it can be reused, else None.
+
+        With ``chain`` (stages in order) a stage that is not reusable invalidates
+        every later one; per-shard feature stages are independent of each other
+        (``chain=False``) and the caller calls :meth:`invalidate` if any is redone.
+        """
         if self.broken:
             return None
         rec = self.stages.get(name)
@@ -271,12 +283,17 @@ class _Manifest:
             for f in rec["files"]
         )
         if not ok or rec is None:
-            self.broken = True
-            self.stages = {k: v for k, v in self.stages.items() if k in self.reused}
+            if chain:
+                self.invalidate()
             return None
         self.reused.append(name)
         info: dict[str, Any] = rec["info"]
         return info
+
+    def invalidate(self) -> None:
+        """Forget every stage not reused so far (they will be redone)."""
+        self.broken = True
+        self.stages = {k: v for k, v in self.stages.items() if k in self.reused}
 
     def record(self, name: str, files: Sequence[str], info: dict[str, Any], seconds: float) -> None:
         self.stages[name] = {
@@ -1301,6 +1318,7 @@ def run_dedup_ray(
     run_desc = {
         "inputs": [os.path.abspath(p) if "://" not in p else p for p in shards],
         "input_sizes": [os.path.getsize(p) if os.path.isfile(p) else -1 for p in shards],
+        "input_mtimes": [int(os.path.getmtime(p)) if os.path.isfile(p) else -1 for p in shards],
         "config_fingerprint": cfg.fingerprint,
         "scheme_fingerprint": scheme.fingerprint,
         "text_field": text_field,
@@ -1366,12 +1384,13 @@ def _pipeline(r: _Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[s
     feats: dict[int, dict[str, Any]] = {}
     todo: list[int] = []
     for i in range(len(job.shards)):
-        info = r.manifest.done(f"features/{i:05d}")
+        info = r.manifest.done(f"features/{i:05d}", chain=False)
         if info is None:
             todo.append(i)
         else:
             feats[i] = info
     if todo:
+        r.manifest.invalidate()
         t0 = time.perf_counter()
         items = [{"shard": i, "path": job.shards[i]} for i in todo]
         ds = rd.from_items(items, override_num_blocks=len(items))
