@@ -295,3 +295,23 @@ def test_semi_join_bloom_filter_has_no_false_negatives() -> None:
     assert bloom_contains(bits, keys).all()
     others = rng.integers(1 << 41, 1 << 42, 20_000)
     assert bloom_contains(bits, others).mean() < 0.03
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--engine", "ray", "--against", "idx"], "not available with --engine ray"),
+        (["--engine", "ray", "--method", "exact"], "not available with --engine ray"),
+        (["--resume"], "only used with --engine ray"),
+        (["--ray-address", "auto"], "only used with --engine ray"),
+    ],
+)
+def test_cli_refuses_options_that_do_not_apply(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    src = _write_shards(tmp_path / "in", ["some text here", "other words"], shards=1)
+    proc = subprocess.run(
+        [EXE, "dedup", *src, "-o", str(tmp_path / "out"), *extra], capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and message in proc.stderr
+    assert not (tmp_path / "out").exists()

@@ -61,6 +61,7 @@ import dataclasses
 import glob
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -1221,7 +1222,6 @@ def _start_ray(address: str | None, num_cpus: int | None) -> tuple[Any, bool]:
         ) from exc
     if ray.is_initialized():
         return ray, False
-    import logging
 
     if address is not None:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
@@ -1232,7 +1232,6 @@ def _start_ray(address: str | None, num_cpus: int | None) -> tuple[Any, bool]:
             log_to_driver=False,
             logging_level=logging.WARNING,
         )
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
     return ray, True
 
 
@@ -1252,6 +1251,9 @@ def _data_context(ray: Any) -> dict[str, Any]:
     }
     ctx.enable_progress_bars = False
     ctx.shuffle_strategy = ShuffleStrategy.SORT_SHUFFLE_PULL_BASED
+    # Ray Data logs every execution at INFO on stderr; keep its warnings only.
+    old["log_level"] = logging.getLogger("ray.data").level
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
     return old
 
 
@@ -1352,7 +1354,9 @@ def run_dedup_ray(
         stats["inputs"] = list(inputs)
         stats["format"] = formats[0]
         if tmp is None:
+            _count_clusters(r, stats)
             stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+            shutil.rmtree(work, ignore_errors=True)
             return stats
         t1 = time.perf_counter()
         _write_outputs(r, tmp, stats)
@@ -1369,6 +1373,7 @@ def run_dedup_ray(
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
         ctx = ray.data.DataContext.get_current()
+        logging.getLogger("ray.data").setLevel(saved.pop("log_level"))
         for name, value in saved.items():
             setattr(ctx, name, value)
         if started:
@@ -1670,6 +1675,28 @@ def pq_rows(path: str) -> int:
     return int(pq.ParquetFile(path).metadata.num_rows)
 
 
+def _cluster_counts(stats: dict[str, Any], ncl: int, dups: int, hist: dict[str, int]) -> None:
+    stats["clusters"] = ncl
+    stats["cluster_size_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0])))
+    stats["documents_out"] = stats["documents_in"] - dups
+    stats["near_duplicates"] = dups - stats["exact_duplicates"]
+
+
+def _count_clusters(r: _Run, stats: dict[str, Any]) -> None:
+    """The cluster counts of a dry run (nothing is written)."""
+    cl = r.read("clusters", ["kind", "size"])
+    hist: dict[str, int] = {}
+    ncl = dups = 0
+    if cl is not None:
+        for b in cl.iter_batches(batch_format="numpy", batch_size=65536):
+            sizes = b["size"][b["kind"] == 0]
+            for v, c in zip(*np.unique(sizes, return_counts=True), strict=True):
+                hist[str(int(v))] = hist.get(str(int(v)), 0) + int(c)
+            ncl += int(sizes.size)
+            dups += int(sizes.sum()) - int(sizes.size)
+    _cluster_counts(stats, ncl, dups, hist)
+
+
 def _write_outputs(r: _Run, tmp: str, stats: dict[str, Any]) -> None:
     """clusters.jsonl (driver stream, sorted by smallest member), then per shard
     kept/ and duplicates/."""
@@ -1711,10 +1738,7 @@ def _write_outputs(r: _Run, tmp: str, stats: dict[str, Any]) -> None:
                     ),
                     os.path.join(numbers_dir, f"ids-{chunk:05d}.parquet"),
                 )
-    stats["clusters"] = ncl
-    stats["cluster_size_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0])))
-    stats["documents_out"] = stats["documents_in"] - dups
-    stats["near_duplicates"] = dups - stats["exact_duplicates"]
+    _cluster_counts(stats, ncl, dups, hist)
     # Every shard gets a marker row so that shards without duplicates are written too.
     markers = pa.table(
         {
