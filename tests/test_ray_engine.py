@@ -111,6 +111,17 @@ def test_ray_equals_local_with_planted_duplicates(tmp_path: Path, ray_session: A
     assert stats["exact_duplicates"] >= 30 and stats["near_duplicates"] > 50
     assert stats["empty"] == 3
     assert not (tmp_path / "ray.neardup-work").exists()  # work folder removed at the end
+    # Another partitioning of every shuffle, inputs named by an fsspec URL glob:
+    # byte-identical outputs.
+    url = "file://" + str(tmp_path / "in" / "part-*.jsonl")
+    run_dedup_ray([url], str(tmp_path / "ray7"), config=cfg, id_field="doc", partitions=7)
+    for name in ("clusters.jsonl", "stats.json"):
+        assert (tmp_path / "ray7" / name).exists()
+    assert (tmp_path / "ray7" / "clusters.jsonl").read_bytes() == (
+        tmp_path / "ray" / "clusters.jsonl"
+    ).read_bytes()
+    assert _concat(tmp_path / "ray7" / "kept") == _concat(tmp_path / "ray" / "kept")
+    assert _concat(tmp_path / "ray7" / "duplicates") == _concat(tmp_path / "ray" / "duplicates")
 
 
 @pytest.mark.ray
