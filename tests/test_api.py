@@ -69,6 +69,7 @@ EXPECTED = {
     "shared_spans",
     "evaluate",
     "run_dedup",
+    "run_dedup_ray",
     "dedup_records",
     "filter_dataset",
     "unique_records",
@@ -186,6 +187,8 @@ def test_every_exception_is_in_one_tree() -> None:
         "neardup.schemas",
         "neardup.router",
         "neardup.feedback",
+        "neardup.components",
+        "neardup.ray_engine",
     ],
 )
 def test_stage_modules_declare_all(module: str) -> None:
@@ -204,3 +207,13 @@ def test_importing_has_no_side_effects_on_numba_compilation() -> None:
     code = "import neardup, sys; print(sorted(k for k in sys.modules if k.startswith('neardup')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "neardup" in out.stdout
+
+
+def test_importing_does_not_import_ray() -> None:
+    """The local engine needs no Ray: it is imported only when --engine ray runs."""
+    import subprocess
+    import sys
+
+    code = "import neardup, neardup.cli, sys; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

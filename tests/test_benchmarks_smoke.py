@@ -50,3 +50,19 @@ def test_service_benchmark_quick_run(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     assert data["neardup"]["upsert_closed"]["errors"] == 0
     assert data["neardup"]["recall"]["probes"] > 0 and data["ratios"]
+
+
+@pytest.mark.ray
+def test_ray_benchmark_quick_run(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    out = tmp_path / "ray.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "bench_ray.py"), "--quick", "--shards", "3",
+            "--out", str(out)]
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=900)
+    data = json.loads(out.read_text())
+    for name in ("ray", "ray_distributed_cc"):
+        assert data["runs"][name]["clusters_identical"] and data["runs"][name]["kept_identical"]
+    assert data["runs"]["ray_distributed_cc"]["engine"]["components"]["path"] == (
+        "large-star/small-star"
+    )
+    assert data["projection"]["projected_wall_h"] > 0

@@ -68,6 +68,7 @@ from .pipeline import (
     Match,
     find_duplicates,
 )
+from .ray_engine import run_dedup_ray
 from .screen import BloomFilter
 from .service import Service, ServiceConfig
 from .stream import dedup_records, filter_dataset, unique_records
@@ -204,6 +205,7 @@ __all__ = [
     "pstable_collision",
     "run_audit",
     "run_dedup",
+    "run_dedup_ray",
     "run_split",
     "shared_spans",
     "shingles",

@@ -327,6 +327,36 @@ def main() -> None:
     show_default=True,
     help="Signature bits for --hamming-radius.",
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local (this process), or ray (Ray Data, the ray extra): same clusters and kept set.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --engine ray: join this running Ray cluster (default: start a local one).",
+)
+@click.option(
+    "--ray-cpus",
+    type=int,
+    default=None,
+    help="With --engine ray and no --ray-address: CPUs of the local Ray (default: all).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="With --engine ray: reuse the stages a crashed run finished in --work-dir.",
+)
+@click.option(
+    "--cc-threshold",
+    type=int,
+    default=None,
+    help="With --engine ray: most edges for driver union-find; above it, distributed "
+    "large-star/small-star components (default 20000000).",
+)
 @_common
 def dedup(
     inputs: tuple[str, ...],
@@ -344,6 +374,11 @@ def dedup(
     metric: str,
     hamming_radius: int | None,
     bits: int,
+    engine: str,
+    ray_address: str | None,
+    ray_cpus: int | None,
+    resume: bool,
+    cc_threshold: int | None,
     **opts: Any,
 ) -> None:
     """Deduplicate a corpus: kept.*, duplicates.*, clusters.jsonl, stats.json, report.html.
@@ -355,10 +390,29 @@ def dedup(
 
     Vectors (embeddings in Parquet/.npy/JSONL): neardup dedup emb.parquet --output out/
     --vectors embedding --metric cosine --threshold 0.9
+
+    On Ray (JSONL/Parquet shards, paths or globs): neardup dedup 'shards/*.jsonl'
+    --output out/ --engine ray --ray-address auto --resume
     """
     from .job import run_dedup
 
     quiet = opts.pop("quiet")
+    if engine == "ray":
+        with _errors():
+            _dedup_ray(
+                inputs, output, method, keep, against, save_index, overwrite, dry_run, spill,
+                work_dir, vectors_field, ray_address, ray_cpus, resume, cc_threshold, quiet, opts,
+            )
+        return
+    for name, value in (
+        ("ray-address", ray_address),
+        ("ray-cpus", ray_cpus),
+        ("resume", resume or None),
+        ("cc-threshold", cc_threshold),
+    ):
+        if value is not None:
+            with _errors():
+                raise InvalidConfig(name, value, "only used with --engine ray", "add --engine ray")
     if vectors_field is not None:
         _dedup_vectors(
             inputs, output, vectors_field, metric, hamming_radius, bits, method, keep,
@@ -394,6 +448,66 @@ def dedup(
             f"{stats['clusters']}, empty {stats['empty']}, too large {stats['too_large']}, bad "
             f"records {stats['bad_records']}; predicted recall at {stats['threshold']}: "
             f"{stats['predicted_recall_at_threshold']:.4f}"
+            + ("" if dry_run else f"; wrote {output}")
+        )
+
+
+def _dedup_ray(
+    inputs: tuple[str, ...],
+    output: str,
+    method: str,
+    keep: str,
+    against: str | None,
+    save_index: str | None,
+    overwrite: bool,
+    dry_run: bool,
+    spill: bool,
+    work_dir: str | None,
+    vectors_field: str | None,
+    ray_address: str | None,
+    ray_cpus: int | None,
+    resume: bool,
+    cc_threshold: int | None,
+    quiet: bool,
+    opts: dict[str, Any],
+) -> None:
+    from .ray_engine import DEFAULT_CC_THRESHOLD, run_dedup_ray
+
+    for name, value in (
+        ("method", None if method == "lsh" else method),
+        ("against", against),
+        ("save-index", save_index),
+        ("spill", spill or None),
+        ("vectors", vectors_field),
+    ):
+        if value is not None:
+            raise InvalidConfig(
+                name, value, "not available with --engine ray", "drop it or use --engine local"
+            )
+    cfg = _config(opts)
+    stats = run_dedup_ray(
+        list(inputs),
+        output,
+        config=cfg,
+        text_field=opts["text_field"],
+        id_field=opts["id_field"],
+        keep=keep,
+        skip_bad=opts["skip_bad"],
+        overwrite=overwrite,
+        dry_run=dry_run,
+        ray_address=ray_address,
+        num_cpus=ray_cpus,
+        work_dir=work_dir,
+        resume=resume,
+        cc_threshold=DEFAULT_CC_THRESHOLD if cc_threshold is None else cc_threshold,
+        progress=_Progress(quiet),
+    )
+    if not quiet:
+        click.echo(
+            f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
+            f"duplicates {stats['exact_duplicates']}, near duplicates "
+            f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
+            f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
             + ("" if dry_run else f"; wrote {output}")
         )
 
