@@ -296,3 +296,24 @@ def test_decisions_are_recorded_replayed_and_reversible(tmp_path: Path) -> None:
     r = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
     assert r.digest() == digest and r.link_state() == {}
     assert r.events()["head"] == ev["head"]
+
+
+def test_query_spans_equal_the_text_oracle(tmp_path: Path) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from neardup import ShingleSpec, shared_spans
+
+    t = make(tmp_path)
+    words = st.lists(st.sampled_from(["red", "Fox", "runs", "fast", "the", "a", "b"]), max_size=14)
+
+    @settings(max_examples=60, deadline=None)
+    @given(words, words)
+    def check(wa: list[str], wb: list[str]) -> None:
+        a, b = " ".join(wa), "  ".join(wb)
+        other = t.prepare(b).features if wb else np.zeros(0, dtype=np.uint64)
+        got = t._spans(a, "nfkc-casefold", other)
+        want = shared_spans(a, b, ShingleSpec(kind="word", k=2)).spans_a
+        assert got == [list(x) for x in want]
+
+    check()

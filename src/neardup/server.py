@@ -280,7 +280,11 @@ def _error(exc: NeardupError) -> JSONResponse:
 
 
 def create_app(
-    service: Service, *, max_snapshot_bytes: int = 8 << 30, close_on_shutdown: bool = False
+    service: Service,
+    *,
+    max_snapshot_bytes: int = 8 << 30,
+    close_on_shutdown: bool = False,
+    worker_threads: int = 4,
 ) -> Starlette:
     """The ASGI app serving ``service`` (see ``neardup.schemas`` for the API)."""
     metrics = _Metrics(service)
@@ -644,6 +648,12 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        import anyio.to_thread
+
+        # Few worker threads: the work is GIL-bound, and dozens of threads queueing
+        # on one tenant lock waste the CPU on switches (measured: 256 open-loop
+        # connections served 4x fewer upserts per CPU-second with anyio's 40).
+        anyio.to_thread.current_default_thread_limiter().total_tokens = worker_threads
         yield
         if close_on_shutdown:
             service.close()

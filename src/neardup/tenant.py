@@ -776,30 +776,31 @@ class Tenant:
             return link[1]
         return item_id
 
-    def _hash_strings(self, strings: list[str]) -> list[npt.NDArray[np.uint64]]:
-        """Each string's keyed shingle hash (the strings are normalized shingles)."""
-        if not strings:
-            return []
+    def _hash_strings(self, strings: list[str]) -> ShingleSets:
+        """The keyed shingle hashes of each string (the strings are normalized shingles)."""
         import numba
 
-        raw = Config(
-            threshold=self.dedup.threshold,
-            normalizer="raw",
-            shingle=self.dedup.shingle,
-            hash_algorithm="siphash24",
-            num_perm=self.dedup.num_perm,
-            bands=self.bands,
-            rows=self.rows,
-        )
+        raw = self.__dict__.get("_raw_cfg")
+        if raw is None:
+            raw = self.__dict__["_raw_cfg"] = Config(
+                threshold=self.dedup.threshold,
+                normalizer="raw",
+                shingle=self.dedup.shingle,
+                hash_algorithm="siphash24",
+                num_perm=self.dedup.num_perm,
+                bands=self.bands,
+                rows=self.rows,
+            )
         before = numba.get_num_threads()
         numba.set_num_threads(1)
         try:
-            sets = hash_documents(strings, raw, key=self.key)
+            return hash_documents(strings, raw, key=self.key)
         finally:
             numba.set_num_threads(before)
-        return [sets.get(i) for i in range(len(strings))]
 
-    def _spans(self, text: str, normalizer: str, other: npt.NDArray[np.uint64]) -> list[list[int]]:
+    def _spans(
+        self, text: str, normalizer: str, other: npt.NDArray[np.uint64]
+    ) -> list[list[int]]:
         """Character spans of ``text`` covered by shingles whose keyed hash is in ``other``.
 
         Works for hashes-only tenants: only the other side's hash set is needed.
@@ -812,11 +813,20 @@ class Tenant:
         )
         nt = get_normalizer(normalizer).with_offsets(text)
         pos = _positioned(nt, char_spec)
-        hashes = self._hash_strings([p[0] for p in pos])
+        if not pos:
+            return []
+        sets = self._hash_strings([p[0] for p in pos])
+        # One membership test over all shingles, then "every hash of the string is
+        # shared" per string (each normalized shingle hashes to one value).
+        hit = np.isin(sets.data, other)
+        sizes = np.diff(sets.indptr)
+        starts = np.minimum(sets.indptr[:-1], max(hit.shape[0] - 1, 0))
+        shared = np.logical_and.reduceat(hit, starts) if hit.size else np.zeros(0, bool)
+        shared = shared & (sizes > 0) if hit.size else np.zeros(len(pos), dtype=bool)
         spans = [
             nt.original_span(s, e)
-            for (_, s, e), h in zip(pos, hashes, strict=True)
-            if h.size and bool(np.isin(h, other, assume_unique=True).all())
+            for (_, s, e), ok in zip(pos, shared.tolist(), strict=True)
+            if ok
         ]
         return [[a, b] for a, b in _merge(spans)]
 
