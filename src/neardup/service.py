@@ -110,7 +110,7 @@ class ServiceConfig:
     #: measured, not only predicted); at most one per tenant per interval.
     audit_sample_rate: float = 0.01
     audit_interval_s: float = 60.0
-    audit_max_items: int = 100_000
+    audit_max_items: int = 20_000
 
     def __post_init__(self) -> None:
         lo, hi = self.policy_threshold_range

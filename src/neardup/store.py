@@ -262,10 +262,13 @@ class FeatureStore:
             "tombstone_epoch, media_type, source_time FROM items ORDER BY pos"
         )
 
-    def all_features(self) -> Iterator[tuple[int, str, npt.NDArray[np.uint64]]]:
+    def all_features(self, stride: int = 1) -> Iterator[tuple[int, str, npt.NDArray[np.uint64]]]:
+        """Live items' features in position order; with ``stride`` only positions that
+        are multiples of it (a sample: only those rows are read and decrypted)."""
         for pos, item_id, blob in self._db.execute(
             "SELECT pos, item_id, features FROM items WHERE tombstone_epoch IS NULL "
-            "AND features IS NOT NULL ORDER BY pos"
+            "AND features IS NOT NULL AND pos % ? = 0 ORDER BY pos",
+            (max(int(stride), 1),),
         ):
             yield int(pos), str(item_id), self._open_features(int(pos), bytes(blob))
 

@@ -281,7 +281,7 @@ class Tenant:
         compact_delta: int = 16_384,
         audit_rate: float = 0.0,
         audit_interval_s: float = 60.0,
-        audit_max_items: int = 100_000,
+        audit_max_items: int = 20_000,
     ) -> None:
         self.root = root
         self.tenant = valid_tenant_id(tenant)
@@ -1206,16 +1206,14 @@ class Tenant:
 
         A share of queries runs this in the background so that recall is *measured*,
         not only predicted from the S-curve.  Tenants larger than ``audit_max_items``
-        are scanned on an evenly strided subset of that size (``scanned`` says how
-        many items the figures cover).
+        are scanned on an evenly strided subset of about that size (only those rows
+        are read; ``scanned`` says how many items the figures cover).
         """
         t = self.policy.threshold
         pairs = misses = scanned = 0
         q = prep.features
-        stride = max(1, -(-len(self) // max(self.audit_max_items, 1)))
-        for i, (_pos, item_id, feats) in enumerate(self.store.all_features()):
-            if i % stride:
-                continue
+        stride = max(1, -(-self._next_pos // max(self.audit_max_items, 1)))
+        for _pos, item_id, feats in self.store.all_features(stride):
             scanned += 1
             inter = int(np.intersect1d(q, feats, assume_unique=True).shape[0])
             union = int(q.shape[0] + feats.shape[0] - inter)
