@@ -317,3 +317,36 @@ def test_query_spans_equal_the_text_oracle(tmp_path: Path) -> None:
         assert got == [list(x) for x in want]
 
     check()
+
+
+def test_batched_writer_keeps_upsert_semantics_under_concurrency(tmp_path: Path) -> None:
+    import threading
+
+    t = make(tmp_path, batch_writes=True)
+    docs = synthetic_documents(120, seed=11, words=30)
+    results: dict[str, dict] = {}
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        for i in range(k, len(docs), 8):
+            try:
+                results[f"d{i}"] = t.upsert(item_id=f"d{i}", content=docs[i])
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors and len(results) == len(docs) == len(t)
+    assert t.log.fsyncs < len(docs)  # shared fsyncs
+    assert sorted(r["seq"] for r in results.values()) == list(range(1, len(docs) + 1))
+    # Per-request errors reach their caller only.
+    with pytest.raises(Conflict):
+        t.upsert(item_id="d0", content="something else entirely here")
+    assert t.upsert(item_id="d0", content=docs[0])["status"] == "unchanged"
+    digest = t.digest()
+    t.close()
+    r = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert r.digest() == digest

@@ -251,6 +251,7 @@ class Service:
             "audit_rate": self.config.audit_sample_rate,
             "audit_interval_s": self.config.audit_interval_s,
             "audit_max_items": self.config.audit_max_items,
+            "batch_writes": True,
         }
 
     def close(self) -> None:
