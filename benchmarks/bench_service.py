@@ -156,18 +156,23 @@ def _hostport(url: str) -> tuple[str, int]:
 class Load:
     """Request makers for one system (same bodies for both)."""
 
-    def __init__(self, fresh: list[str], queries: list[str], headers: dict[str, str]) -> None:
+    def __init__(
+        self, fresh: list[str], queries: list[str], headers: dict[str, str], run: str = ""
+    ) -> None:
         self.fresh = fresh
         self.queries = queries
         self.headers = headers
         self.n_new = 0
+        # Ids and texts unique to this run: a reused data folder must see real inserts,
+        # not "unchanged" answers to the previous run's items.
+        self.run = run
 
     def upsert(self) -> tuple[str, dict[str, Any]]:
         i = self.n_new
         self.n_new += 1
         return "/v1/tenants/t1/items", {
-            "item_id": f"new-{i}",
-            "content": self.fresh[i % len(self.fresh)] + f" n{i}",
+            "item_id": f"new-{self.run}{i}",
+            "content": self.fresh[i % len(self.fresh)] + f" n{self.run}{i}",
         }
 
     def query(self) -> tuple[str, dict[str, Any]]:
@@ -354,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         t0 = time.perf_counter()
         base = synthetic_documents(a.items, seed=20240610, words=50)
-        fresh = synthetic_documents(max(a.items // 10, 2000), seed=20240611, words=50)
+        # A reused data folder already holds earlier runs' new items: draw new texts.
+        fresh_seed = 20240611 + (int(time.time()) % 10**6 if a.reuse else 0)
+        fresh = synthetic_documents(max(a.items // 10, 2000), seed=fresh_seed, words=50)
         near, parents = plant_near_duplicates(
             base[: min(len(base), 200_000)],
             copies=4 * a.probes,
@@ -445,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
             pre["startup_s"] = round(_wait(url, proc), 2)
             pre["startup_cpu_s"] = round(_cpu_s(proc.pid), 2)
             pre["rss_after_start_bytes"] = _mem(proc.pid)["VmRSS"]
-            load = Load(fresh, queries, {"Authorization": f"Bearer {prod_token}"})
+            run_tag = f"r{int(time.time())}-"
+            load = Load(fresh, queries, {"Authorization": f"Bearer {prod_token}"}, run_tag)
             nd = {"preload": pre, **_phases(url, load, proc.pid, a)}
             nd["recall"] = _recall(url, load.headers, probes)
             nd["memory"] = _mem(proc.pid)
@@ -486,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
                 info = json.loads(ready.read_text())
                 info["rss_after_start_bytes"] = _mem(proc.pid)["VmRSS"]
                 info["per_s"] = round(a.items / info["preload_s"], 1)
-                load = Load(fresh, queries, {})
+                load = Load(fresh, queries, {}, run_tag)
                 ds = {"preload": info, **_phases(url, load, proc.pid, a)}
                 ds["recall"] = _recall(url, {}, probes)
                 ds["memory"] = _mem(proc.pid)
