@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -284,10 +285,97 @@ def _fast_loads() -> Callable[[bytes], Any] | None:
     return orjson.loads
 
 
+_BLOCK_BYTES = 16 << 20
+"""Bytes of JSONL read and parsed per block in :func:`_read_jsonl`."""
+
+
+def _line_blocks(path: str) -> Iterator[list[bytes]]:
+    """The lines of ``path`` (split on ``\\n``, without it), a block at a time."""
+    with _open_binary(path) as raw:
+        tail = b""
+        try:
+            while block := raw.read(_BLOCK_BYTES):
+                lines = (tail + block if tail else block).split(b"\n")
+                tail = lines.pop()
+                yield lines
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise InputError(
+                path,
+                None,
+                f"cannot decompress ({exc})",
+                "check that the file is complete and not corrupted",
+            ) from exc
+        if tail:
+            yield [tail]
+
+
+def _bulk_records(
+    lines: list[bytes], loads: Callable[[bytes], Any], text_field: str, id_field: str | None
+) -> tuple[list[str], list[Any] | None] | None:
+    """(texts, ids) of a block whose every line is a valid record, else None."""
+    try:
+        recs = list(map(loads, lines))
+        texts = [rec[text_field] for rec in recs]
+        ids = None if id_field is None else [rec.get(id_field) for rec in recs]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    if not all(type(t) is str for t in texts):
+        return None
+    if ids is not None and any(i is None for i in ids):
+        return None
+    return texts, ids
+
+
 def _read_jsonl(r: _Reader, path: str, fi: int) -> None:
-    for no, ident, text, line in _jsonl_records(r, path):
-        r.add(ident, text, (fi, no))
-        r.c.raw_lines.append(line)
+    # Parsed a block at a time: when every line of a block is a valid record (the
+    # usual case) it is taken with a few list operations instead of a Python-level
+    # loop per line (1.3 s -> ~0.6 s on 313k lines); any other block goes through
+    # the per-line reader, which decides and explains exactly as before.
+    fast = _fast_loads()
+    c = r.c
+    no = 0
+    for lines in _line_blocks(path):
+        got = _bulk_records(lines, fast, r.text_field, r.id_field) if fast else None
+        if got is None:
+            for k, line in enumerate(lines, start=no + 1):
+                rec = _parse_line(r, path, k, line, fast)
+                if rec is not None:
+                    r.add(rec[0], rec[1], (fi, k))
+                    c.raw_lines.append(line)
+        else:
+            texts, ids = got
+            base = len(c.ids)
+            c.ids.extend(range(base, base + len(texts)) if ids is None else ids)
+            c.texts.extend(texts)
+            c.origins.extend(zip(itertools.repeat(fi), range(no + 1, no + 1 + len(lines))))
+            c.raw_lines.extend(lines)
+        no += len(lines)
+
+
+def _parse_line(
+    r: _Reader, path: str, no: int, line: bytes, fast: Callable[[bytes], Any] | None
+) -> tuple[Any, str] | None:
+    """(id, text) of one line's valid record; blank and bad lines give None."""
+    if fast is not None:
+        try:
+            rec = fast(line)
+        except ValueError:
+            pass
+        else:
+            return r.check(path, no, rec)
+    if not line.strip():
+        return None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        r.bad(path, no, f"not UTF-8 (byte {exc.start})", "re-encode the file as UTF-8")
+        return None
+    try:
+        rec = json.loads(text)
+    except ValueError as exc:
+        r.bad(path, no, f"malformed JSON ({exc})", "fix the line, or pass --skip-bad")
+        return None
+    return r.check(path, no, rec)
 
 
 def iter_jsonl(

@@ -61,7 +61,9 @@ _KIND_CODE = {"byte": K.KIND_BYTE, "char": K.KIND_CHAR, "word": K.KIND_WORD}
 @functools.cache
 def _word_table() -> npt.NDArray[np.uint8]:
     """1 for every code point Python's ``re`` treats as ``\\w`` (computed once, read-only)."""
-    universe = "".join(map(chr, range(0x110000)))
+    # Decoding the code points as UTF-32 builds the string in ~3 ms; joining 1.1M
+    # chr() results took ~0.12 s, paid by every run.
+    universe = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
     table = np.zeros(0x110000, dtype=np.uint8)
     for m in _WORD.finditer(universe):
         table[m.start() : m.end()] = 1

@@ -161,17 +161,23 @@ def _exact_groups(
     n_prior: int,
     sets: ShingleSets,
     eligible: npt.NDArray[np.bool_],
+    raw_of: Callable[[int], str] | None = None,
 ) -> tuple[list[Edge], npt.NDArray[np.bool_]]:
     """Exact-content duplicate edges and the mask of group leaders.
 
     Equal content hashes are confirmed byte for byte when both texts are at hand
     (``text_of(i - n_prior)`` for the documents from position ``n_prior`` on), else
     (a document from a saved index) by equality of the shingle-hash sets.  Texts are
-    normalized again on demand, for group members only.
+    normalized again on demand, for group members only; when ``raw_of`` gives the
+    original texts, two equal originals are confirmed without normalizing them
+    (normalization is a function of the text, so their normalized bytes are equal).
     """
 
     def text(i: int) -> bytes | None:
         return text_of(i - n_prior) if text_of is not None and i >= n_prior else None
+
+    def raw(i: int) -> str | None:
+        return raw_of(i - n_prior) if raw_of is not None and i >= n_prior else None
 
     idx = np.flatnonzero(eligible)
     leaders = eligible.copy()
@@ -183,19 +189,32 @@ def _exact_groups(
     hs = h[order]
     starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
     ends = np.r_[starts[1:], hs.shape[0]]
-    for s, e in zip(starts, ends, strict=True):
-        if e - s < 2:
-            continue
-        members = sorted(int(idx[order[t]]) for t in range(s, e))
+    # Only groups of two or more can hold a duplicate; most hashes are unique, so
+    # the Python loop runs over those groups alone.
+    multi = np.flatnonzero(ends - starts >= 2)
+    normalized: dict[int, bytes | None] = {}
+
+    def norm(i: int) -> bytes | None:
+        if i not in normalized:
+            normalized[i] = text(i)
+        return normalized[i]
+
+    for s, e in zip(starts[multi].tolist(), ends[multi].tolist(), strict=True):
+        members = sorted(idx[order[s:e]].tolist())
         firsts: list[int] = []
+        normalized.clear()
         for m in members:
+            rm = raw(m)
             for f in firsts:
-                eb, fb = text(m), text(f)
-                same = (
-                    eb == fb
-                    if eb is not None and fb is not None
-                    else bool(np.array_equal(sets.get(m), sets.get(f)))
-                )
+                if rm is not None and rm == raw(f):
+                    same = True
+                else:
+                    eb, fb = norm(m), norm(f)
+                    same = (
+                        eb == fb
+                        if eb is not None and fb is not None
+                        else bool(np.array_equal(sets.get(m), sets.get(f)))
+                    )
                 if same:
                     leaders[m] = False
                     edges.append(
@@ -430,6 +449,7 @@ def find_duplicates(
         progress=progress,
         timings=timings,
         t0=t0,
+        raw_of=texts.__getitem__,
     )
 
 
@@ -448,6 +468,7 @@ def dedup_sets(
     progress: Callable[[str, int, int], None] | None = None,
     timings: dict[str, float] | None = None,
     t0: float | None = None,
+    raw_of: Callable[[int], str] | None = None,
 ) -> DedupResult:
     """The stages after hashing, on shingle sets and signatures already computed.
 
@@ -455,7 +476,8 @@ def dedup_sets(
     out-of-core run calls with memory-mapped ``new_sets`` and ``new_sigs``.
     ``text_of(i)`` (the normalized UTF-8 text of new document ``i``) confirms exact
     duplicates byte for byte; without it equal content hashes are confirmed by
-    equal shingle-hash sets.
+    equal shingle-hash sets.  ``raw_of(i)`` (the original text of new document
+    ``i``), when given, confirms equal originals without normalizing them.
     """
     cfg = config
     timings = {} if timings is None else timings
@@ -471,7 +493,7 @@ def dedup_sets(
 
     t2 = time.perf_counter()
     eligible = ~empty & ~too_large
-    exact_edges, leaders = _exact_groups(text_of, n_prior, sets, eligible)
+    exact_edges, leaders = _exact_groups(text_of, n_prior, sets, eligible, raw_of)
     if prior is not None:
         # Identical edges among indexed documents were found by the earlier run.
         exact_edges = [e for e in exact_edges if e.b >= n_prior]
