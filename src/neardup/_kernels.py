@@ -12,6 +12,8 @@ signed/unsigned integer arithmetic to float64, which would silently lose bits.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit, prange, types
 from numba.typed import Dict
@@ -496,7 +498,8 @@ def normalize_bytes(buf, offsets, lower, collapse):
 _HASH_BLOCKS = 512
 
 
-@njit(parallel=True, cache=True)
+# nogil: batch runs hash in a worker thread while the main thread reads input.
+@njit(parallel=True, cache=True, nogil=True)
 def hash_shingles(
     buf,
     offsets,
@@ -575,7 +578,7 @@ def hash_shingles(
     return out, counts_unique, counts_raw, truncated, content, norm_len, too_large
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def compact_csr(padded, bound_off, counts, indptr):
     n = counts.shape[0]
     out = np.empty(indptr[n], dtype=padded.dtype)
@@ -881,8 +884,19 @@ def _join_runs(
 
 
 def band_join(
-    keys, band_lo, active, sig, data, indptr, threshold, max_cand, mode, use_estimate, parent, seen
-):
+    keys: Any,
+    band_lo: int,
+    active: Any,
+    sig: Any,
+    data: Any,
+    indptr: Any,
+    threshold: float,
+    max_cand: int,
+    mode: int,
+    use_estimate: bool,
+    parent: Any,
+    seen: Any,
+) -> Any:
     """Walk the buckets of bands [band_lo, band_lo + keys.shape[1]) and verify pairs.
 
     ``keys`` is (n, bands in this round) uint64 and is consumed (overwritten with
@@ -911,8 +925,18 @@ def band_join(
     # measured 1.3 s -> 0.25 s on 300k documents x 21 bands.
     counts = _band_runs(keys, active)
     return _join_runs(
-        keys, counts, band_lo, sig, data, indptr, threshold, max_cand, mode, use_estimate,
-        parent, seen,
+        keys,
+        counts,
+        band_lo,
+        sig,
+        data,
+        indptr,
+        threshold,
+        max_cand,
+        mode,
+        use_estimate,
+        parent,
+        seen,
     )
 
 

@@ -39,8 +39,8 @@ from .cluster import Cluster
 from .config import Config
 from .corpus import BadRecord, Corpus, read_corpus, write_subset
 from .external import in_memory_plan, streamable
-from .hashing import HashKey
-from .pipeline import DedupIndex, DedupResult, find_duplicates
+from .hashing import HashKey, SchemeDescriptor
+from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
 __all__ = ["prepare_output", "run_dedup", "set_workers"]
 
@@ -125,6 +125,16 @@ def _json_id(value: Any) -> Any:
     return value if isinstance(value, _JSON_SCALARS) else str(value)
 
 
+def _feeder(cfg: Config, key: HashKey | None) -> HashFeeder | None:
+    """A worker hashing the texts while they are read, unless the config is invalid
+    (then hashing is left to find_duplicates, which reports the error as usual)."""
+    try:
+        scheme = SchemeDescriptor.from_config(cfg, key)
+    except InvalidConfig:
+        return None
+    return HashFeeder(cfg, key, scheme)
+
+
 def run_dedup(
     inputs: Sequence[str],
     output: str,
@@ -196,15 +206,28 @@ def run_dedup(
             )
         if progress is not None:
             progress("read", 0, 1)
-        corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
-        read_s = time.perf_counter() - t0
+        feeder = _feeder(cfg, key)
+        try:
+            corpus = read_corpus(
+                inputs,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                on_texts=None if feeder is None else feeder.feed,
+            )
+            read_s = time.perf_counter() - t0
+            hashed = None if feeder is None else feeder.finish()
+        finally:
+            if feeder is not None:
+                feeder.close()
         if progress is not None:
             progress("read", 1, 1)
         prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
         if prior is not None and id_field is None:
             corpus.ids = [len(prior) + i for i in range(len(corpus))]
-        result = find_duplicates(
+        result = _find_duplicates(
             corpus.texts,
+            hashed,
             config=cfg,
             key=key,
             keep=keep,
@@ -214,6 +237,10 @@ def run_dedup(
         )
         ids_all = (prior.ids if prior is not None else []) + [_json_id(i) for i in corpus.ids]
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
+        if feeder is not None:
+            # Normalizing and hashing ran while the input was read; this is how long
+            # hashing went on after reading ended.
+            stats["timings_s"]["hash_after_read"] = round(feeder.wait_s, 6)
         if tmp is None:
             return stats
         t1 = time.perf_counter()

@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from numba import get_num_threads, set_num_threads
 
 from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, MemoryLimitExceeded
@@ -364,6 +367,102 @@ def _normalize_and_hash(
     return _Hashed(sets, np.concatenate(big_parts), norm_s, hash_s)
 
 
+class HashFeeder:
+    """Normalizes and hashes texts in a worker thread while the caller reads more.
+
+    :meth:`feed` takes texts in input order, in batches of any size, and returns at
+    once unless the worker is several chunks behind; :meth:`finish` waits and
+    returns what :func:`_normalize_and_hash` returns for all the texts fed
+    (documents are hashed independently, so where chunks begin does not matter).
+    The hashing kernel releases the GIL, so a reader (Python) and the kernel threads
+    run at the same time; :meth:`close` stops the worker after an error.
+    """
+
+    _QUEUE_CHUNKS = 8
+    """Chunks waiting for the worker at most (bounds the memory held for it)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        key: HashKey | None,
+        scheme: SchemeDescriptor,
+        chunk_bytes: int = HASH_CHUNK_BYTES,
+    ) -> None:
+        self._cfg, self._key, self._scheme = cfg, key, scheme
+        self._chunk_bytes = chunk_bytes
+        self._queue: queue.Queue[Sequence[str] | None] = queue.Queue(self._QUEUE_CHUNKS)
+        self._parts: list[ShingleSets] = []
+        self._big: list[npt.NDArray[np.bool_]] = []
+        self._error: BaseException | None = None
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self.normalize_s = 0.0
+        self.hash_s = 0.0
+        self.wait_s = 0.0
+        # numba's thread count is per calling thread; the worker uses the caller's.
+        self._threads = int(get_num_threads())
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._run, name="neardup-hash", daemon=True
+        )
+        self._thread.start()
+
+    def feed(self, texts: Sequence[str]) -> None:
+        for t in texts:
+            self._pending.append(t)
+            self._pending_chars += len(t)
+            if self._pending_chars >= self._chunk_bytes:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._queue.put(self._pending)
+            self._pending = []
+            self._pending_chars = 0
+
+    def _run(self) -> None:
+        set_num_threads(self._threads)
+        norm = get_normalizer(self._cfg.normalizer)
+        while (chunk := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drain, so that feed() never blocks on a dead worker
+            try:
+                t0 = time.perf_counter()
+                raw, lower = unicode_stage(chunk, norm)
+                t1 = time.perf_counter()
+                part, big = _hash_kernel(
+                    raw, lower, norm.collapse_whitespace, self._cfg, self._key, self._scheme
+                )
+                self.hash_s += time.perf_counter() - t1
+                self.normalize_s += t1 - t0
+                self._parts.append(part)
+                self._big.append(big)
+            except BaseException as exc:  # re-raised in the caller by finish()
+                self._error = exc
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def finish(self) -> _Hashed:
+        t0 = time.perf_counter()
+        self._flush()
+        self._stop()
+        self.wait_s = time.perf_counter() - t0
+        if self._error is not None:
+            raise self._error
+        if not self._parts:
+            return _normalize_and_hash([], self._cfg, self._key, self._scheme, None)
+        sets = self._parts[0] if len(self._parts) == 1 else ShingleSets.concat_all(self._parts)
+        return _Hashed(sets, np.concatenate(self._big), self.normalize_s, self.hash_s)
+
+    def close(self) -> None:
+        """Stop the worker (idempotent; after :meth:`finish` it does nothing)."""
+        self._pending = []
+        self._stop()
+
+
 def _normalized_text(texts: Sequence[str], cfg: Config) -> Callable[[int], bytes]:
     norm = get_normalizer(cfg.normalizer)
     return lambda i: _encode(norm(texts[i]))
@@ -396,6 +495,33 @@ def find_duplicates(
             over the union; ``stats`` counts only the new documents.
         progress: called as ``progress(stage, done, total)`` during long stages.
     """
+    return _find_duplicates(
+        texts,
+        None,
+        config=config,
+        key=key,
+        keep=keep,
+        method=method,
+        edges=edges,
+        prior=prior,
+        progress=progress,
+    )
+
+
+def _find_duplicates(
+    texts: Sequence[str],
+    hashed: _Hashed | None,
+    *,
+    config: Config | None = None,
+    key: HashKey | None = None,
+    keep: str = "first",
+    method: Literal["lsh", "exact"] = "lsh",
+    edges: Literal["forest", "all"] = "forest",
+    prior: DedupIndex | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> DedupResult:
+    """:func:`find_duplicates`, given ``hashed`` (a :class:`HashFeeder`'s result for
+    exactly ``texts``) when the texts were hashed while being read."""
     cfg = config or Config()
     if keep not in KEEP_RULES:
         raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
@@ -428,7 +554,10 @@ def find_duplicates(
         raise MemoryLimitExceeded(
             planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
         )
-    hashed = _normalize_and_hash(texts, cfg, key, scheme, progress)
+    if hashed is None:
+        hashed = _normalize_and_hash(texts, cfg, key, scheme, progress)
+    elif progress is not None:
+        progress("shingle_hash", n_new, n_new)
     new_sets, too_large_new = hashed.sets, hashed.too_large
     timings["normalize"] = hashed.normalize_s
     timings["shingle_hash"] = hashed.hash_s
