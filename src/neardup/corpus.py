@@ -565,12 +565,27 @@ def write_subset(
         return path
     if corpus.format == "jsonl":
         path = path_base + ".jsonl"
+        # orjson parses what the reader accepted into the same objects as json.loads
+        # (lines it rejects, e.g. NaN or huge integers, take json.loads); one encoder
+        # writes exactly what json.dumps(rec, ensure_ascii=False) writes.
+        loads = _fast_loads() or json.loads
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        out: list[str] = []
         with open(path, "wb") as fh:
             for t, i in enumerate(indices):
-                rec = json.loads(corpus.raw_lines[i])
+                line = corpus.raw_lines[i]
+                try:
+                    rec = loads(line)
+                except ValueError:
+                    rec = json.loads(line)
                 for k, vals in extra.items():
                     rec[k] = vals[t]
-                fh.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+                out.append(encode(rec))
+                if len(out) >= 4096:
+                    fh.write(("\n".join(out) + "\n").encode())
+                    out.clear()
+            if out:
+                fh.write(("\n".join(out) + "\n").encode())
         return path
     if corpus.format == "txt":
         path = path_base + ".jsonl"

@@ -235,7 +235,9 @@ def run_dedup(
             prior=prior,
             progress=progress,
         )
-        ids_all = (prior.ids if prior is not None else []) + [_json_id(i) for i in corpus.ids]
+        ids_all = (prior.ids if prior is not None else []) + [
+            i if isinstance(i, _JSON_SCALARS) else str(i) for i in corpus.ids
+        ]
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
@@ -301,6 +303,10 @@ def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]
 
 
 def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
+    # One encoder for all lines: the same output as json.dumps(rec, ensure_ascii=False,
+    # sort_keys=True), without building an encoder per cluster.
+    encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+    lines: list[str] = []
     with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
         for new_id, c in enumerate(touching):
             rec = {
@@ -319,7 +325,12 @@ def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -
                     for e in c.edges
                 ],
             }
-            fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+            lines.append(encode(rec))
+            if len(lines) >= 4096:
+                fh.write("\n".join(lines) + "\n")
+                lines.clear()
+        if lines:
+            fh.write("\n".join(lines) + "\n")
 
 
 def _write_report(
@@ -438,5 +449,8 @@ def _write_outputs(
     )
     _write_clusters(tmp, touching, ids)
     if with_report:
-        texts: dict[int, str] = {i + n_prior: t for i, t in enumerate(corpus.texts)}
+        # Only the texts the report shows (a few hundred), not a map of all of them.
+        texts: dict[int, str] = {
+            p: corpus.texts[p - n_prior] for p in _report_positions(touching) if p >= n_prior
+        }
         _write_report(tmp, result, touching, ids, texts, cfg, stats)
