@@ -282,16 +282,16 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
     import neardup.pipeline as P
     from neardup.hashing import SchemeDescriptor
 
-    real = P.unicode_stage
+    real = P._hash_kernel
     calls: list[int] = []
 
-    def flaky(texts, norm):  # type: ignore[no-untyped-def]
-        calls.append(len(texts))
+    def flaky(raw, *args):  # type: ignore[no-untyped-def]
+        calls.append(len(raw))
         if len(calls) == 2:
             raise RuntimeError("boom")
-        return real(texts, norm)
+        return real(raw, *args)
 
-    monkeypatch.setattr(P, "unicode_stage", flaky)
+    monkeypatch.setattr(P, "_hash_kernel", flaky)
     cfg = Config()
     feeder = P.HashFeeder(cfg, None, SchemeDescriptor.from_config(cfg), chunk_bytes=1)
     feeder.feed(["some text here"] * 40)  # more chunks than the queue holds

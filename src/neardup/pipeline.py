@@ -368,7 +368,7 @@ def _normalize_and_hash(
 
 
 class HashFeeder:
-    """Normalizes and hashes texts in a worker thread while the caller reads more.
+    """Hashes texts in a worker thread while the caller reads more.
 
     :meth:`feed` takes texts in input order, in batches of any size, and returns at
     once unless the worker is several chunks behind; :meth:`finish` waits and
@@ -390,7 +390,10 @@ class HashFeeder:
     ) -> None:
         self._cfg, self._key, self._scheme = cfg, key, scheme
         self._chunk_bytes = chunk_bytes
-        self._queue: queue.Queue[Sequence[str] | None] = queue.Queue(self._QUEUE_CHUNKS)
+        self._norm = get_normalizer(cfg.normalizer)
+        self._queue: queue.Queue[tuple[EncodedTexts, npt.NDArray[np.bool_]] | None] = queue.Queue(
+            self._QUEUE_CHUNKS
+        )
         self._parts: list[ShingleSets] = []
         self._big: list[npt.NDArray[np.bool_]] = []
         self._error: BaseException | None = None
@@ -407,33 +410,49 @@ class HashFeeder:
         self._thread.start()
 
     def feed(self, texts: Sequence[str]) -> None:
-        for t in texts:
-            self._pending.append(t)
-            self._pending_chars += len(t)
+        if not texts:
+            return
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        start = 0
+        while start < len(texts):
+            need = self._chunk_bytes - self._pending_chars
+            base = int(ends[start - 1]) if start else 0
+            stop = min(int(np.searchsorted(ends, base + need, side="left")) + 1, len(texts))
+            self._pending.extend(texts[start:stop])
+            self._pending_chars += int(ends[stop - 1]) - base
             if self._pending_chars >= self._chunk_bytes:
                 self._flush()
+            start = stop
 
     def _flush(self) -> None:
-        if self._pending:
-            self._queue.put(self._pending)
-            self._pending = []
-            self._pending_chars = 0
+        if not self._pending:
+            return
+        # The Unicode part of normalization is Python code: it runs here, in the
+        # reading thread, so that the worker never waits for the GIL and its kernel
+        # threads stay busy while the next block is parsed.
+        t0 = time.perf_counter()
+        raw, lower = unicode_stage(self._pending, self._norm)
+        self.normalize_s += time.perf_counter() - t0
+        self._queue.put((raw, lower))
+        self._pending = []
+        self._pending_chars = 0
 
     def _run(self) -> None:
         set_num_threads(self._threads)
-        norm = get_normalizer(self._cfg.normalizer)
-        while (chunk := self._queue.get()) is not None:
+        while (item := self._queue.get()) is not None:
             if self._error is not None:
                 continue  # drain, so that feed() never blocks on a dead worker
             try:
                 t0 = time.perf_counter()
-                raw, lower = unicode_stage(chunk, norm)
-                t1 = time.perf_counter()
                 part, big = _hash_kernel(
-                    raw, lower, norm.collapse_whitespace, self._cfg, self._key, self._scheme
+                    item[0],
+                    item[1],
+                    self._norm.collapse_whitespace,
+                    self._cfg,
+                    self._key,
+                    self._scheme,
                 )
-                self.hash_s += time.perf_counter() - t1
-                self.normalize_s += t1 - t0
+                self.hash_s += time.perf_counter() - t0
                 self._parts.append(part)
                 self._big.append(big)
             except BaseException as exc:  # re-raised in the caller by finish()
