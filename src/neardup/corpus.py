@@ -329,9 +329,11 @@ def _bulk_records(
         ids = None if id_field is None else [rec.get(id_field) for rec in recs]
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    if not all(type(t) is str for t in texts):
+    # C-level scans (a generator per record cost ~0.07 s per 313k records each);
+    # JSON values never compare equal to None, so ``in`` finds exactly the nulls.
+    if texts and set(map(type, texts)) != {str}:
         return None
-    if ids is not None and any(i is None for i in ids):
+    if ids is not None and None in ids:
         return None
     return texts, ids
 
