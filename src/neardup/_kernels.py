@@ -515,6 +515,7 @@ def hash_shingles(
     k1,
     word_table,
     bound_off,
+    out,
 ):
     """Normalize (byte level), shingle, hash and reduce each document of a batch to
     a sorted set of unique shingle hashes.
@@ -523,12 +524,13 @@ def hash_shingles(
     :func:`_normalize_into` (``lower[d]``, ``collapse``) unless neither applies.  A
     document whose normalized length exceeds ``max_bytes`` gets no shingle and is
     flagged.  Returns ``(hashes, counts_unique, counts_raw, truncated, content_hash,
-    normalized_lengths, too_large)`` with ``hashes`` in the padded CSR ``bound_off``.
-    Work is split into blocks of documents so that scratch is allocated per block,
-    not per document.
+    normalized_lengths, too_large)``; ``hashes`` is ``out`` (at least ``bound_off[n]``
+    entries, given by the caller so that successive batches reuse one buffer instead
+    of faulting in fresh pages) in the padded CSR ``bound_off``.  Work is split
+    into blocks of documents so that scratch is allocated per block, not per
+    document.
     """
     n = offsets.shape[0] - 1
-    out = np.empty(bound_off[n], dtype=np.uint64)
     counts_unique = np.zeros(n, dtype=np.int64)
     counts_raw = np.zeros(n, dtype=np.int64)
     truncated = np.zeros(n, dtype=np.bool_)

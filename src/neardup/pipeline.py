@@ -344,6 +344,7 @@ def _normalize_and_hash(
     parts: list[ShingleSets] = []
     big_parts: list[npt.NDArray[np.bool_]] = []
     norm_s = hash_s = 0.0
+    scratch: list[npt.NDArray[np.uint64]] = []
     start = 0
     while start < n or not parts:
         base = int(ends[start - 1]) if start else 0
@@ -352,7 +353,9 @@ def _normalize_and_hash(
         t0 = time.perf_counter()
         raw, lower = unicode_stage(texts[start:stop], norm)
         t1 = time.perf_counter()
-        part, big = _hash_kernel(raw, lower, norm.collapse_whitespace, cfg, key, scheme)
+        part, big = _hash_kernel(
+            raw, lower, norm.collapse_whitespace, cfg, key, scheme, scratch=scratch
+        )
         hash_s += time.perf_counter() - t1
         norm_s += t1 - t0
         parts.append(part)
@@ -395,6 +398,7 @@ class HashFeeder:
             self._QUEUE_CHUNKS
         )
         self._parts: list[ShingleSets] = []
+        self._scratch: list[npt.NDArray[np.uint64]] = []
         self._big: list[npt.NDArray[np.bool_]] = []
         self._error: BaseException | None = None
         self._pending: list[str] = []
@@ -451,6 +455,7 @@ class HashFeeder:
                     self._cfg,
                     self._key,
                     self._scheme,
+                    scratch=self._scratch,
                 )
                 self.hash_s += time.perf_counter() - t0
                 self._parts.append(part)
