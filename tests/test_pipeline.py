@@ -285,11 +285,11 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
     real = P._hash_kernel
     calls: list[int] = []
 
-    def flaky(raw, *args):  # type: ignore[no-untyped-def]
+    def flaky(raw, *args, **kwargs):  # type: ignore[no-untyped-def]
         calls.append(len(raw))
         if len(calls) == 2:
             raise RuntimeError("boom")
-        return real(raw, *args)
+        return real(raw, *args, **kwargs)
 
     monkeypatch.setattr(P, "_hash_kernel", flaky)
     cfg = Config()
