@@ -298,6 +298,9 @@ def main() -> None:
     # waiters cost only a wake-up per region.  Set before the first kernel loads
     # OpenMP; an explicit user setting wins.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # numba's first kernel load imports scipy (its BLAS check), whose OpenBLAS
+    # starts a thread pool that busy-waits; neardup never calls BLAS.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 @main.command()

@@ -22,6 +22,8 @@ looking ``output``.  Output bytes depend only on the inputs and the config (not 
 
 from __future__ import annotations
 
+import functools
+import gc
 import json
 import os
 import resource
@@ -29,7 +31,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -135,6 +137,33 @@ def _feeder(cfg: Config, key: HashKey | None) -> HashFeeder | None:
     return HashFeeder(cfg, key, scheme)
 
 
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _without_cyclic_gc(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run ``fn`` with Python's cyclic garbage collector paused (restored after).
+
+    A batch run allocates millions of container objects (parsed records, ids,
+    origins, edges) and creates no reference cycles of note; the collector's
+    repeated full passes over them took ~5 % of a run's CPU samples (perf).
+    Reference counting still frees everything as usual.
+    """
+
+    @functools.wraps(fn)
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+
+    return paused
+
+
+@_without_cyclic_gc
 def run_dedup(
     inputs: Sequence[str],
     output: str,
