@@ -254,3 +254,48 @@ def test_pairs_expand_identical_groups_to_match_the_oracle() -> None:
     assert got <= truth
     assert len(got) / len(truth) >= 0.99
     assert res.pairs(expand_identical=False) <= got
+
+
+def test_hash_feeder_equals_batch_hashing() -> None:
+    from neardup.hashing import SchemeDescriptor
+    from neardup.pipeline import HashFeeder, _normalize_and_hash
+
+    cfg = Config()
+    scheme = SchemeDescriptor.from_config(cfg)
+    texts = [*stdlib_paragraphs(limit=300), "", "Ｆｏｘ  RUNS", "x" * 5000]
+    ref = _normalize_and_hash(texts, cfg, None, scheme, None)
+    feeder = HashFeeder(cfg, None, scheme, chunk_bytes=4000)
+    try:
+        for lo in range(0, len(texts), 37):  # uneven batches, several chunks each
+            feeder.feed(texts[lo : lo + 37])
+        got = feeder.finish()
+    finally:
+        feeder.close()
+    for name in ("data", "indptr", "raw_counts", "truncated", "content_hash", "byte_lengths"):
+        assert np.array_equal(getattr(got.sets, name), getattr(ref.sets, name)), name
+    assert np.array_equal(got.too_large, ref.too_large)
+    empty = HashFeeder(cfg, None, scheme)
+    assert len(empty.finish().sets) == 0
+
+
+def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    import neardup.pipeline as P
+    from neardup.hashing import SchemeDescriptor
+
+    real = P._hash_kernel
+    calls: list[int] = []
+
+    def flaky(raw, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(len(raw))
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return real(raw, *args, **kwargs)
+
+    monkeypatch.setattr(P, "_hash_kernel", flaky)
+    cfg = Config()
+    feeder = P.HashFeeder(cfg, None, SchemeDescriptor.from_config(cfg), chunk_bytes=1)
+    feeder.feed(["some text here"] * 40)  # more chunks than the queue holds
+    with pytest.raises(RuntimeError, match="boom"):
+        feeder.finish()
+    feeder.close()
+    assert len(calls) == 2  # the chunks after the error were drained, not hashed

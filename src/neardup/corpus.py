@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -213,8 +214,14 @@ def read_corpus(
     text_field: str = "text",
     id_field: str | None = None,
     skip_bad: bool = False,
+    on_texts: Callable[[list[str]], None] | None = None,
 ) -> Corpus:
-    """Read every input in order into one :class:`Corpus`."""
+    """Read every input in order into one :class:`Corpus`.
+
+    ``on_texts``, if given, is called with the texts read so far that it has not
+    seen yet, in input order, while reading goes on (a block of a JSONL file at a
+    time, else a file at a time), so that a caller can start on them early.
+    """
     if not paths:
         raise InputError("<none>", None, "no input given", "name at least one input file")
     formats = {detect_format(p) for p in paths}
@@ -233,13 +240,17 @@ def read_corpus(
     for fi, path in enumerate(paths):
         kind = detect_format(path)
         if kind == "jsonl":
-            _read_jsonl(reader, path, fi)
-        elif kind == "csv":
-            _read_csv(reader, path, fi)
-        elif kind == "txt":
-            _read_txt(reader, path, fi)
+            _read_jsonl(reader, path, fi, on_texts)
         else:
-            _read_arrow(reader, path, fi, kind)
+            before = len(corpus.texts)
+            if kind == "csv":
+                _read_csv(reader, path, fi)
+            elif kind == "txt":
+                _read_txt(reader, path, fi)
+            else:
+                _read_arrow(reader, path, fi, kind)
+            if on_texts is not None:
+                on_texts(corpus.texts[before:])
     return corpus
 
 
@@ -284,10 +295,104 @@ def _fast_loads() -> Callable[[bytes], Any] | None:
     return orjson.loads
 
 
-def _read_jsonl(r: _Reader, path: str, fi: int) -> None:
-    for no, ident, text, line in _jsonl_records(r, path):
-        r.add(ident, text, (fi, no))
-        r.c.raw_lines.append(line)
+_BLOCK_BYTES = 16 << 20
+"""Bytes of JSONL read and parsed per block in :func:`_read_jsonl`."""
+
+
+def _line_blocks(path: str) -> Iterator[list[bytes]]:
+    """The lines of ``path`` (split on ``\\n``, without it), a block at a time."""
+    with _open_binary(path) as raw:
+        tail = b""
+        try:
+            while block := raw.read(_BLOCK_BYTES):
+                lines = (tail + block if tail else block).split(b"\n")
+                tail = lines.pop()
+                yield lines
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise InputError(
+                path,
+                None,
+                f"cannot decompress ({exc})",
+                "check that the file is complete and not corrupted",
+            ) from exc
+        if tail:
+            yield [tail]
+
+
+def _bulk_records(
+    lines: list[bytes], loads: Callable[[bytes], Any], text_field: str, id_field: str | None
+) -> tuple[list[str], list[Any] | None] | None:
+    """(texts, ids) of a block whose every line is a valid record, else None."""
+    try:
+        recs = list(map(loads, lines))
+        texts = [rec[text_field] for rec in recs]
+        ids = None if id_field is None else [rec.get(id_field) for rec in recs]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    # C-level scans (a generator per record cost ~0.07 s per 313k records each);
+    # JSON values never compare equal to None, so ``in`` finds exactly the nulls.
+    if texts and set(map(type, texts)) != {str}:
+        return None
+    if ids is not None and None in ids:
+        return None
+    return texts, ids
+
+
+def _read_jsonl(
+    r: _Reader, path: str, fi: int, on_texts: Callable[[list[str]], None] | None = None
+) -> None:
+    # Parsed a block at a time: when every line of a block is a valid record (the
+    # usual case) it is taken with a few list operations instead of a Python-level
+    # loop per line (1.3 s -> ~0.6 s on 313k lines); any other block goes through
+    # the per-line reader, which decides and explains exactly as before.
+    fast = _fast_loads()
+    c = r.c
+    no = 0
+    for lines in _line_blocks(path):
+        before = len(c.texts)
+        got = _bulk_records(lines, fast, r.text_field, r.id_field) if fast else None
+        if got is None:
+            for k, line in enumerate(lines, start=no + 1):
+                rec = _parse_line(r, path, k, line, fast)
+                if rec is not None:
+                    r.add(rec[0], rec[1], (fi, k))
+                    c.raw_lines.append(line)
+        else:
+            texts, ids = got
+            base = len(c.ids)
+            c.ids.extend(range(base, base + len(texts)) if ids is None else ids)
+            c.texts.extend(texts)
+            c.origins.extend(zip(itertools.repeat(fi), range(no + 1, no + 1 + len(lines))))
+            c.raw_lines.extend(lines)
+        no += len(lines)
+        if on_texts is not None:
+            on_texts(c.texts[before:])
+
+
+def _parse_line(
+    r: _Reader, path: str, no: int, line: bytes, fast: Callable[[bytes], Any] | None
+) -> tuple[Any, str] | None:
+    """(id, text) of one line's valid record; blank and bad lines give None."""
+    if fast is not None:
+        try:
+            rec = fast(line)
+        except ValueError:
+            pass
+        else:
+            return r.check(path, no, rec)
+    if not line.strip():
+        return None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        r.bad(path, no, f"not UTF-8 (byte {exc.start})", "re-encode the file as UTF-8")
+        return None
+    try:
+        rec = json.loads(text)
+    except ValueError as exc:
+        r.bad(path, no, f"malformed JSON ({exc})", "fix the line, or pass --skip-bad")
+        return None
+    return r.check(path, no, rec)
 
 
 def iter_jsonl(
@@ -462,12 +567,27 @@ def write_subset(
         return path
     if corpus.format == "jsonl":
         path = path_base + ".jsonl"
+        # orjson parses what the reader accepted into the same objects as json.loads
+        # (lines it rejects, e.g. NaN or huge integers, take json.loads); one encoder
+        # writes exactly what json.dumps(rec, ensure_ascii=False) writes.
+        loads = _fast_loads() or json.loads
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        out: list[str] = []
         with open(path, "wb") as fh:
             for t, i in enumerate(indices):
-                rec = json.loads(corpus.raw_lines[i])
+                line = corpus.raw_lines[i]
+                try:
+                    rec = loads(line)
+                except ValueError:
+                    rec = json.loads(line)
                 for k, vals in extra.items():
                     rec[k] = vals[t]
-                fh.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+                out.append(encode(rec))
+                if len(out) >= 4096:
+                    fh.write(("\n".join(out) + "\n").encode())
+                    out.clear()
+            if out:
+                fh.write(("\n".join(out) + "\n").encode())
         return path
     if corpus.format == "txt":
         path = path_base + ".jsonl"

@@ -276,7 +276,7 @@ def unicode_stage(
         return EncodedTexts.from_bytes([_encode(normalizer(t)) for t in texts]), np.zeros(
             n, dtype=np.bool_
         )
-    ascii_doc = np.fromiter((t.isascii() for t in texts), dtype=np.bool_, count=n)
+    ascii_doc = np.fromiter(map(str.isascii, texts), dtype=np.bool_, count=n)
     fold = normalizer.casefold_nfkc
     raw = EncodedTexts.from_bytes(
         [

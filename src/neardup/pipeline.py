@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from numba import get_num_threads, set_num_threads
 
 from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, MemoryLimitExceeded
@@ -161,17 +164,23 @@ def _exact_groups(
     n_prior: int,
     sets: ShingleSets,
     eligible: npt.NDArray[np.bool_],
+    raw_of: Callable[[int], str] | None = None,
 ) -> tuple[list[Edge], npt.NDArray[np.bool_]]:
     """Exact-content duplicate edges and the mask of group leaders.
 
     Equal content hashes are confirmed byte for byte when both texts are at hand
     (``text_of(i - n_prior)`` for the documents from position ``n_prior`` on), else
     (a document from a saved index) by equality of the shingle-hash sets.  Texts are
-    normalized again on demand, for group members only.
+    normalized again on demand, for group members only; when ``raw_of`` gives the
+    original texts, two equal originals are confirmed without normalizing them
+    (normalization is a function of the text, so their normalized bytes are equal).
     """
 
     def text(i: int) -> bytes | None:
         return text_of(i - n_prior) if text_of is not None and i >= n_prior else None
+
+    def raw(i: int) -> str | None:
+        return raw_of(i - n_prior) if raw_of is not None and i >= n_prior else None
 
     idx = np.flatnonzero(eligible)
     leaders = eligible.copy()
@@ -183,19 +192,32 @@ def _exact_groups(
     hs = h[order]
     starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
     ends = np.r_[starts[1:], hs.shape[0]]
-    for s, e in zip(starts, ends, strict=True):
-        if e - s < 2:
-            continue
-        members = sorted(int(idx[order[t]]) for t in range(s, e))
+    # Only groups of two or more can hold a duplicate; most hashes are unique, so
+    # the Python loop runs over those groups alone.
+    multi = np.flatnonzero(ends - starts >= 2)
+    normalized: dict[int, bytes | None] = {}
+
+    def norm(i: int) -> bytes | None:
+        if i not in normalized:
+            normalized[i] = text(i)
+        return normalized[i]
+
+    for s, e in zip(starts[multi].tolist(), ends[multi].tolist(), strict=True):
+        members = sorted(idx[order[s:e]].tolist())
         firsts: list[int] = []
+        normalized.clear()
         for m in members:
+            rm = raw(m)
             for f in firsts:
-                eb, fb = text(m), text(f)
-                same = (
-                    eb == fb
-                    if eb is not None and fb is not None
-                    else bool(np.array_equal(sets.get(m), sets.get(f)))
-                )
+                if rm is not None and rm == raw(f):
+                    same = True
+                else:
+                    eb, fb = norm(m), norm(f)
+                    same = (
+                        eb == fb
+                        if eb is not None and fb is not None
+                        else bool(np.array_equal(sets.get(m), sets.get(f)))
+                    )
                 if same:
                     leaders[m] = False
                     edges.append(
@@ -322,6 +344,7 @@ def _normalize_and_hash(
     parts: list[ShingleSets] = []
     big_parts: list[npt.NDArray[np.bool_]] = []
     norm_s = hash_s = 0.0
+    scratch: list[npt.NDArray[np.uint64]] = []
     start = 0
     while start < n or not parts:
         base = int(ends[start - 1]) if start else 0
@@ -330,7 +353,9 @@ def _normalize_and_hash(
         t0 = time.perf_counter()
         raw, lower = unicode_stage(texts[start:stop], norm)
         t1 = time.perf_counter()
-        part, big = _hash_kernel(raw, lower, norm.collapse_whitespace, cfg, key, scheme)
+        part, big = _hash_kernel(
+            raw, lower, norm.collapse_whitespace, cfg, key, scheme, scratch=scratch
+        )
         hash_s += time.perf_counter() - t1
         norm_s += t1 - t0
         parts.append(part)
@@ -343,6 +368,123 @@ def _normalize_and_hash(
             break
     sets = parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts)
     return _Hashed(sets, np.concatenate(big_parts), norm_s, hash_s)
+
+
+class HashFeeder:
+    """Hashes texts in a worker thread while the caller reads more.
+
+    :meth:`feed` takes texts in input order, in batches of any size, and returns at
+    once unless the worker is several chunks behind; :meth:`finish` waits and
+    returns what :func:`_normalize_and_hash` returns for all the texts fed
+    (documents are hashed independently, so where chunks begin does not matter).
+    The hashing kernel releases the GIL, so a reader (Python) and the kernel threads
+    run at the same time; :meth:`close` stops the worker after an error.
+    """
+
+    _QUEUE_CHUNKS = 8
+    """Chunks waiting for the worker at most (bounds the memory held for it)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        key: HashKey | None,
+        scheme: SchemeDescriptor,
+        chunk_bytes: int = HASH_CHUNK_BYTES,
+    ) -> None:
+        self._cfg, self._key, self._scheme = cfg, key, scheme
+        self._chunk_bytes = chunk_bytes
+        self._norm = get_normalizer(cfg.normalizer)
+        self._queue: queue.Queue[tuple[EncodedTexts, npt.NDArray[np.bool_]] | None] = queue.Queue(
+            self._QUEUE_CHUNKS
+        )
+        self._parts: list[ShingleSets] = []
+        self._scratch: list[npt.NDArray[np.uint64]] = []
+        self._big: list[npt.NDArray[np.bool_]] = []
+        self._error: BaseException | None = None
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self.normalize_s = 0.0
+        self.hash_s = 0.0
+        self.wait_s = 0.0
+        # numba's thread count is per calling thread; the worker uses the caller's.
+        self._threads = int(get_num_threads())
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._run, name="neardup-hash", daemon=True
+        )
+        self._thread.start()
+
+    def feed(self, texts: Sequence[str]) -> None:
+        if not texts:
+            return
+        ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)))
+        start = 0
+        while start < len(texts):
+            need = self._chunk_bytes - self._pending_chars
+            base = int(ends[start - 1]) if start else 0
+            stop = min(int(np.searchsorted(ends, base + need, side="left")) + 1, len(texts))
+            self._pending.extend(texts[start:stop])
+            self._pending_chars += int(ends[stop - 1]) - base
+            if self._pending_chars >= self._chunk_bytes:
+                self._flush()
+            start = stop
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        # The Unicode part of normalization is Python code: it runs here, in the
+        # reading thread, so that the worker never waits for the GIL and its kernel
+        # threads stay busy while the next block is parsed.
+        t0 = time.perf_counter()
+        raw, lower = unicode_stage(self._pending, self._norm)
+        self.normalize_s += time.perf_counter() - t0
+        self._queue.put((raw, lower))
+        self._pending = []
+        self._pending_chars = 0
+
+    def _run(self) -> None:
+        set_num_threads(self._threads)
+        while (item := self._queue.get()) is not None:
+            if self._error is not None:
+                continue  # drain, so that feed() never blocks on a dead worker
+            try:
+                t0 = time.perf_counter()
+                part, big = _hash_kernel(
+                    item[0],
+                    item[1],
+                    self._norm.collapse_whitespace,
+                    self._cfg,
+                    self._key,
+                    self._scheme,
+                    scratch=self._scratch,
+                )
+                self.hash_s += time.perf_counter() - t0
+                self._parts.append(part)
+                self._big.append(big)
+            except BaseException as exc:  # re-raised in the caller by finish()
+                self._error = exc
+
+    def _stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def finish(self) -> _Hashed:
+        t0 = time.perf_counter()
+        self._flush()
+        self._stop()
+        self.wait_s = time.perf_counter() - t0
+        if self._error is not None:
+            raise self._error
+        if not self._parts:
+            return _normalize_and_hash([], self._cfg, self._key, self._scheme, None)
+        sets = self._parts[0] if len(self._parts) == 1 else ShingleSets.concat_all(self._parts)
+        return _Hashed(sets, np.concatenate(self._big), self.normalize_s, self.hash_s)
+
+    def close(self) -> None:
+        """Stop the worker (idempotent; after :meth:`finish` it does nothing)."""
+        self._pending = []
+        self._stop()
 
 
 def _normalized_text(texts: Sequence[str], cfg: Config) -> Callable[[int], bytes]:
@@ -377,6 +519,33 @@ def find_duplicates(
             over the union; ``stats`` counts only the new documents.
         progress: called as ``progress(stage, done, total)`` during long stages.
     """
+    return _find_duplicates(
+        texts,
+        None,
+        config=config,
+        key=key,
+        keep=keep,
+        method=method,
+        edges=edges,
+        prior=prior,
+        progress=progress,
+    )
+
+
+def _find_duplicates(
+    texts: Sequence[str],
+    hashed: _Hashed | None,
+    *,
+    config: Config | None = None,
+    key: HashKey | None = None,
+    keep: str = "first",
+    method: Literal["lsh", "exact"] = "lsh",
+    edges: Literal["forest", "all"] = "forest",
+    prior: DedupIndex | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> DedupResult:
+    """:func:`find_duplicates`, given ``hashed`` (a :class:`HashFeeder`'s result for
+    exactly ``texts``) when the texts were hashed while being read."""
     cfg = config or Config()
     if keep not in KEEP_RULES:
         raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
@@ -409,7 +578,10 @@ def find_duplicates(
         raise MemoryLimitExceeded(
             planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
         )
-    hashed = _normalize_and_hash(texts, cfg, key, scheme, progress)
+    if hashed is None:
+        hashed = _normalize_and_hash(texts, cfg, key, scheme, progress)
+    elif progress is not None:
+        progress("shingle_hash", n_new, n_new)
     new_sets, too_large_new = hashed.sets, hashed.too_large
     timings["normalize"] = hashed.normalize_s
     timings["shingle_hash"] = hashed.hash_s
@@ -430,6 +602,7 @@ def find_duplicates(
         progress=progress,
         timings=timings,
         t0=t0,
+        raw_of=texts.__getitem__,
     )
 
 
@@ -448,6 +621,7 @@ def dedup_sets(
     progress: Callable[[str, int, int], None] | None = None,
     timings: dict[str, float] | None = None,
     t0: float | None = None,
+    raw_of: Callable[[int], str] | None = None,
 ) -> DedupResult:
     """The stages after hashing, on shingle sets and signatures already computed.
 
@@ -455,7 +629,8 @@ def dedup_sets(
     out-of-core run calls with memory-mapped ``new_sets`` and ``new_sigs``.
     ``text_of(i)`` (the normalized UTF-8 text of new document ``i``) confirms exact
     duplicates byte for byte; without it equal content hashes are confirmed by
-    equal shingle-hash sets.
+    equal shingle-hash sets.  ``raw_of(i)`` (the original text of new document
+    ``i``), when given, confirms equal originals without normalizing them.
     """
     cfg = config
     timings = {} if timings is None else timings
@@ -471,7 +646,7 @@ def dedup_sets(
 
     t2 = time.perf_counter()
     eligible = ~empty & ~too_large
-    exact_edges, leaders = _exact_groups(text_of, n_prior, sets, eligible)
+    exact_edges, leaders = _exact_groups(text_of, n_prior, sets, eligible, raw_of)
     if prior is not None:
         # Identical edges among indexed documents were found by the earlier run.
         exact_edges = [e for e in exact_edges if e.b >= n_prior]
