@@ -267,7 +267,7 @@ def test_bucket_pairs_match_the_local_band_join() -> None:
     indptr = np.zeros(n + 1, dtype=np.int64)
     parent = np.arange(n, dtype=np.int64)
     ra, rb, rband, *_, c1, _c2, c3, _c4 = K.band_join(
-        keys,
+        keys.copy(),  # band_join consumes its keys
         0,
         active,
         sig,
