@@ -163,6 +163,44 @@ def _without_cyclic_gc(fn: Callable[_P, _T]) -> Callable[_P, _T]:
     return paused
 
 
+def _numpy_hugepage_switch() -> Callable[[bool], bool] | None:
+    # numpy 2 moved its private core module; the switch exists on Linux builds only.
+    for mod in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            module = __import__(mod, fromlist=["_set_madvise_hugepage"])
+        except ImportError:
+            continue
+        fn = getattr(module, "_set_madvise_hugepage", None)
+        if fn is not None:
+            return fn  # type: ignore[no-any-return]
+    return None
+
+
+def _without_numpy_hugepages(fn: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run ``fn`` with numpy's transparent-huge-page advice off (restored after).
+
+    numpy asks the kernel for huge pages on every large array.  With the usual
+    ``defrag=madvise`` setting the kernel then compacts memory synchronously on
+    the first touch of each 2 MiB page; after the reading stage has fragmented
+    memory this cost more system time than the kernels' own work (measured on
+    313k documents: signatures 1.12 s -> 0.32 s, band keys 0.34 s -> 0.07 s,
+    with 1.5 s of system time gone).  Results do not depend on it.
+    """
+
+    @functools.wraps(fn)
+    def plain_pages(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        switch = _numpy_hugepage_switch()
+        previous = switch(False) if switch is not None else None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if switch is not None and previous is not None:
+                switch(previous)
+
+    return plain_pages
+
+
+@_without_numpy_hugepages
 @_without_cyclic_gc
 def run_dedup(
     inputs: Sequence[str],
