@@ -4,6 +4,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup import InputError
 from neardup import corpus as C
@@ -78,7 +80,74 @@ def test_block_reader_matches_line_by_line(
     assert c.texts == [r[1] for r in ref] == fed
     assert c.raw_lines == [r[2] for r in ref]
     assert [(b.line, b.reason) for b in c.bad] == [(b.line, b.reason) for b in bad]
-    assert [o[1] for o in c.origins] == [i + 1 for i, ln in enumerate(lines) if i not in
-                                         (5, 9, 13, 21, 25)]
+    assert [o[1] for o in c.origins] == [
+        i + 1 for i, ln in enumerate(lines) if i not in (5, 9, 13, 21, 25)
+    ]
     with pytest.raises(InputError, match=":6: malformed JSON"):
         C.read_corpus([str(src)], id_field="id")
+
+
+def _raw_lines_from(
+    blocks: list[list[bytes]], singles: list[bytes]
+) -> tuple[C.RawLines, list[bytes]]:
+    import numpy as np
+
+    lines = C.RawLines()
+    expected: list[bytes] = []
+    for i, block in enumerate(blocks):
+        buf = b"".join(line + b"\n" for line in block)
+        lengths = np.array([len(x) for x in block], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(lengths + 1)[:-1]]).astype(np.int64)
+        lines.add_block(buf, starts, starts + lengths)
+        expected.extend(block)
+        if i < len(singles):
+            lines.append(singles[i])
+            expected.append(singles[i])
+    return lines, expected
+
+
+_line = st.binary(max_size=20).map(lambda b: b.replace(b"\n", b"."))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    blocks=st.lists(st.lists(_line, min_size=1, max_size=8), max_size=5),
+    singles=st.lists(_line, max_size=5),
+    data=st.data(),
+)
+def test_raw_lines_behave_as_a_list_and_write_the_chosen_lines(
+    blocks: list[list[bytes]], singles: list[bytes], data: st.DataObject
+) -> None:
+    lines, expected = _raw_lines_from(blocks, singles)
+    assert len(lines) == len(expected)
+    assert list(lines) == expected
+    assert [lines[i] for i in range(len(expected))] == expected
+    chosen = sorted(data.draw(st.sets(st.integers(0, max(len(expected) - 1, 0)))))
+    chosen = [i for i in chosen if i < len(expected)]
+    out: list[bytes] = []
+    lines.write(lambda b: out.append(bytes(b)), chosen)
+    assert b"".join(out) == b"".join(expected[i] + b"\n" for i in chosen)
+
+
+def test_raw_lines_write_a_consecutive_run_as_one_slice() -> None:
+    lines, _ = _raw_lines_from([[b"a", b"bb", b"ccc", b"d"]], [])
+    out: list[bytes] = []
+    lines.write(lambda b: out.append(bytes(b)), [0, 1, 2, 3])
+    assert out == [b"a\nbb\nccc\nd\n"]
+    out.clear()
+    lines.write(lambda b: out.append(bytes(b)), [0, 2, 3])
+    assert out == [b"a\n", b"ccc\nd\n"]
+
+
+def test_jsonl_kept_lines_are_byte_identical_without_final_newline(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"text": "one two three"}\n\n{"text": "four five six", "x": [1]}')
+    corpus = C.read_corpus([str(src)])
+    assert list(corpus.raw_lines) == [
+        b'{"text": "one two three"}',
+        b'{"text": "four five six", "x": [1]}',
+    ]
+    path = C.write_subset(corpus, [0, 1], str(tmp_path / "kept"))
+    assert Path(path).read_bytes() == (
+        b'{"text": "one two three"}\n{"text": "four five six", "x": [1]}\n'
+    )

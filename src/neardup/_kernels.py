@@ -284,9 +284,15 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     inword = False
     p = s
     while p < e:
-        n = _utf8_len(buf[p])
-        cp = _utf8_decode(buf, p, n)
-        isw = cp < word_table.shape[0] and word_table[cp] != 0
+        b0 = buf[p]
+        if b0 < 0x80:
+            # ASCII needs no decoding (most text): one table lookup per byte.
+            n = 1
+            isw = word_table[b0] != 0
+        else:
+            n = _utf8_len(b0)
+            cp = _utf8_decode(buf, p, n)
+            isw = cp < word_table.shape[0] and word_table[cp] != 0
         if isw and not inword:
             tstart[ntok] = p
             inword = True
@@ -431,6 +437,38 @@ def _space_len(buf, p, e):
 
 
 @njit(inline="always", cache=True)
+def _normalize_ascii_into(buf, s, e, dst, w0):
+    """:func:`_normalize_into` with ``low`` and ``collapse`` for a pure-ASCII text.
+
+    Branch-free, with one add per byte on the loop-carried chain: the branchy loop
+    mispredicted at word boundaries and serialized on the output position.  The
+    separator and the byte are stored at ``w`` and ``w + pending`` unconditionally
+    and kept by advancing ``w``; every store lands at or before the input
+    position, so it stays inside this document's ``e - s`` bytes.
+    """
+    p = s
+    while p < e and _ascii_space(np.int64(buf[p])):
+        p += 1
+    w = w0
+    pending = np.int64(0)
+    for q in range(p, e):
+        b = np.int64(buf[q])
+        sp = _ascii_space(b)
+        emit_sep = pending & (1 - sp)
+        dst[w] = 32
+        dst[w + emit_sep] = b + 32 * np.int64(np.uint64(b - 65) < np.uint64(26))
+        w += emit_sep + 1 - sp
+        pending = sp
+    return w - w0
+
+
+@njit(inline="always", cache=True)
+def _ascii_space(b):
+    # Python's ASCII whitespace: 9-13 and 28-32.
+    return np.int64((np.uint64(b - 9) < np.uint64(5)) | (np.uint64(b - 28) < np.uint64(5)))
+
+
+@njit(inline="always", cache=True)
 def _normalize_into(buf, s, e, low, collapse, dst, w0):
     """Write the byte-level normalization of ``buf[s:e]`` to ``dst[w0:]``; returns
     its length (never more than ``e - s``).
@@ -438,6 +476,8 @@ def _normalize_into(buf, s, e, low, collapse, dst, w0):
     ASCII letters are lowercased if ``low``; with ``collapse`` the result is
     ``" ".join(x.split())`` of the text (Python's whitespace, see :func:`_space_len`).
     """
+    if low and collapse:
+        return _normalize_ascii_into(buf, s, e, dst, w0)
     w = w0
     pending = False
     p = s

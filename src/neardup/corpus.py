@@ -28,10 +28,14 @@ import io
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+import numpy as np
+import numpy.typing as npt
+
+from ._directio import SequentialWriter
 from ._errors import InputError, NeardupIOError
 
 __all__ = ["BadRecord", "Corpus", "detect_format", "iter_jsonl", "read_corpus", "write_subset"]
@@ -46,6 +50,133 @@ class BadRecord:
     reason: str
 
 
+class RawLines:
+    """The raw bytes of a corpus's JSONL records (without their ``\\n``), by index.
+
+    Lines are kept as spans of the blocks they were read in rather than as one
+    ``bytes`` per line: reading copies nothing per line, and :meth:`write` sends
+    runs of consecutive lines to the file as slices of those blocks.  On 313k
+    records this saved splitting and later re-joining 180 MB in Python (about
+    0.6 s and as much fresh memory).  Behaves as a sequence of ``bytes``.
+    """
+
+    __slots__ = ("_block_of", "_blocks", "_ends", "_flat", "_pending", "_starts")
+
+    def __init__(self) -> None:
+        self._blocks: list[bytes] = []
+        self._block_of: list[npt.NDArray[np.int64]] = []
+        self._starts: list[npt.NDArray[np.int64]] = []
+        self._ends: list[npt.NDArray[np.int64]] = []
+        self._flat: tuple[npt.NDArray[np.int64], ...] | None = None
+        self._pending: list[bytes] = []
+
+    def add_block(
+        self, block: bytes, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> int:
+        """Keep ``block`` and add its lines ``block[starts[i]:ends[i]]``; returns its
+        block number (for :meth:`add_spans`)."""
+        self._flush_pending()
+        self._blocks.append(block)
+        b = len(self._blocks) - 1
+        self.add_spans(b, starts, ends)
+        return b
+
+    def add_spans(
+        self, block: int, starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> None:
+        self._block_of.append(np.full(len(starts), block, dtype=np.int64))
+        self._starts.append(np.asarray(starts, dtype=np.int64))
+        self._ends.append(np.asarray(ends, dtype=np.int64))
+        self._flat = None
+
+    def append(self, line: bytes) -> None:
+        # Lines added one by one are gathered into one block when next needed.
+        self._pending.append(bytes(line))
+        self._flat = None
+
+    def _flush_pending(self) -> None:
+        if not self._pending:
+            return
+        lines, self._pending = self._pending, []
+        lengths = np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))
+        starts = np.zeros(len(lines), dtype=np.int64)
+        np.cumsum(lengths[:-1] + 1, out=starts[1:])
+        self.add_block(b"\n".join(lines) + b"\n", starts, starts + lengths)
+
+    def extend(self, lines: Iterable[bytes]) -> None:
+        for line in lines:
+            self.append(line)
+
+    def _arrays(self) -> tuple[npt.NDArray[np.int64], ...]:
+        self._flush_pending()
+        if self._flat is None:
+            if self._starts:
+                self._flat = (
+                    np.concatenate(self._block_of),
+                    np.concatenate(self._starts),
+                    np.concatenate(self._ends),
+                )
+            else:
+                empty = np.zeros(0, np.int64)
+                self._flat = (empty, empty, empty)
+            # One array each from now on: later reads index them directly.
+            self._block_of, self._starts, self._ends = (
+                [self._flat[0]],
+                [self._flat[1]],
+                [self._flat[2]],
+            )
+        return self._flat
+
+    def __len__(self) -> int:
+        return sum(len(a) for a in self._starts) + len(self._pending)
+
+    def __getitem__(self, i: int) -> bytes:
+        blk, st, en = self._arrays()
+        if not -len(st) <= i < len(st):
+            raise IndexError(i)
+        return self._blocks[int(blk[i])][int(st[i]) : int(en[i])]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, RawLines | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __iter__(self) -> Iterator[bytes]:
+        blk, st, en = self._arrays()
+        blocks = self._blocks
+        for b, s, e in zip(blk.tolist(), st.tolist(), en.tolist(), strict=True):
+            yield blocks[b][s:e]
+
+    def write(
+        self,
+        sink: Callable[[bytes | memoryview], object],
+        indices: Sequence[int] | npt.NDArray[np.int64],
+    ) -> None:
+        """Write the lines at ``indices`` (ascending), each followed by ``\\n``.
+
+        Consecutive lines that are adjacent in their block, newline included, go
+        out as one slice of the block: one write per run instead of per line.
+        """
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size == 0:
+            return
+        blk_all, st_all, en_all = self._arrays()
+        blk, st, en = blk_all[idx], st_all[idx], en_all[idx]
+        joins = (np.diff(idx) == 1) & (blk[1:] == blk[:-1]) & (st[1:] == en[:-1] + 1)
+        first = np.flatnonzero(np.r_[True, ~joins])
+        last = np.r_[first[1:] - 1, idx.size - 1]
+        views = [memoryview(b) for b in self._blocks]
+        for b, s, e in zip(blk[first].tolist(), st[first].tolist(), en[last].tolist(), strict=True):
+            view = views[b]
+            if e < len(view) and view[e] == 10:
+                sink(view[s : e + 1])
+            else:
+                sink(view[s:e])
+                sink(b"\n")
+
+
 @dataclass(slots=True)
 class Corpus:
     """Documents of one or more inputs, with what is needed to write them back."""
@@ -55,7 +186,7 @@ class Corpus:
     ids: list[Any] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     origins: list[tuple[int, int]] = field(default_factory=list)
-    raw_lines: list[bytes] = field(default_factory=list)
+    raw_lines: RawLines = field(default_factory=RawLines)
     csv_rows: list[dict[str, str]] = field(default_factory=list)
     csv_fields: list[str] = field(default_factory=list)
     tables: list[Any] = field(default_factory=list)
@@ -299,15 +430,25 @@ _BLOCK_BYTES = 16 << 20
 """Bytes of JSONL read and parsed per block in :func:`_read_jsonl`."""
 
 
-def _line_blocks(path: str) -> Iterator[list[bytes]]:
-    """The lines of ``path`` (split on ``\\n``, without it), a block at a time."""
+def _line_blocks(
+    path: str,
+) -> Iterator[tuple[bytes, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """The lines of ``path`` a block at a time: ``(buf, starts, ends)`` with line
+    ``i`` being ``buf[starts[i]:ends[i]]`` (split on ``\n``, without it)."""
     with _open_binary(path) as raw:
         tail = b""
         try:
             while block := raw.read(_BLOCK_BYTES):
-                lines = (tail + block if tail else block).split(b"\n")
-                tail = lines.pop()
-                yield lines
+                buf = tail + block if tail else block
+                nl = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
+                if nl.size == 0:
+                    tail = buf
+                    continue
+                tail = buf[int(nl[-1]) + 1 :]
+                starts = np.empty(nl.size, dtype=np.int64)
+                starts[0] = 0
+                starts[1:] = nl[:-1] + 1
+                yield buf, starts, nl.astype(np.int64)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(
                 path,
@@ -316,11 +457,14 @@ def _line_blocks(path: str) -> Iterator[list[bytes]]:
                 "check that the file is complete and not corrupted",
             ) from exc
         if tail:
-            yield [tail]
+            yield tail, np.zeros(1, np.int64), np.array([len(tail)], np.int64)
 
 
 def _bulk_records(
-    lines: list[bytes], loads: Callable[[bytes], Any], text_field: str, id_field: str | None
+    lines: Sequence[bytes | memoryview],
+    loads: Callable[[Any], Any],
+    text_field: str,
+    id_field: str | None,
 ) -> tuple[list[str], list[Any] | None] | None:
     """(texts, ids) of a block whose every line is a valid record, else None."""
     try:
@@ -348,23 +492,29 @@ def _read_jsonl(
     fast = _fast_loads()
     c = r.c
     no = 0
-    for lines in _line_blocks(path):
+    for buf, starts, ends in _line_blocks(path):
         before = len(c.texts)
+        view = memoryview(buf)
+        lines = list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
         got = _bulk_records(lines, fast, r.text_field, r.id_field) if fast else None
         if got is None:
+            block = c.raw_lines.add_block(buf, starts[:0], ends[:0])
+            keep: list[int] = []
             for k, line in enumerate(lines, start=no + 1):
-                rec = _parse_line(r, path, k, line, fast)
+                rec = _parse_line(r, path, k, bytes(line), fast)
                 if rec is not None:
                     r.add(rec[0], rec[1], (fi, k))
-                    c.raw_lines.append(line)
+                    keep.append(k - no - 1)
+            c.raw_lines.add_spans(block, starts[keep], ends[keep])
         else:
             texts, ids = got
             base = len(c.ids)
             c.ids.extend(range(base, base + len(texts)) if ids is None else ids)
             c.texts.extend(texts)
             c.origins.extend(zip(itertools.repeat(fi), range(no + 1, no + 1 + len(lines))))
-            c.raw_lines.extend(lines)
-        no += len(lines)
+            c.raw_lines.add_block(buf, starts, ends)
+        del lines, view
+        no += len(starts)
         if on_texts is not None:
             on_texts(c.texts[before:])
 
@@ -558,12 +708,9 @@ def write_subset(
     extra = extra or {}
     if corpus.format == "jsonl" and not extra:
         path = path_base + ".jsonl"
-        lines = corpus.raw_lines
-        with open(path, "wb") as fh:
-            # Joined in slices: one write per ~8k lines instead of one per line,
-            # without building a corpus-sized buffer.
-            for lo in range(0, len(indices), 8192):
-                fh.write(b"\n".join([lines[i] for i in indices[lo : lo + 8192]]) + b"\n")
+        # The bulk of a run's output: written around the page cache, see _directio.
+        with SequentialWriter(path) as writer:
+            corpus.raw_lines.write(writer.write, indices)
         return path
     if corpus.format == "jsonl":
         path = path_base + ".jsonl"

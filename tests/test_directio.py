@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup import NeardupIOError
+from neardup._directio import SequentialWriter
+
+
+@pytest.mark.parametrize("size", [0, 1, 511, 4095, 4096, 4097, 3 * 4096 + 17, 70_000])
+def test_bytes_round_trip_at_block_boundaries(tmp_path: Path, size: int) -> None:
+    data = bytes((i * 7 + 3) % 251 for i in range(size))
+    path = tmp_path / "out.bin"
+    # A one-block stage forces many full-stage writes and a padded last block.
+    with SequentialWriter(str(path), stage_bytes=4096) as w:
+        for i in range(0, size, 1000):
+            w.write(data[i : i + 1000])
+    assert path.read_bytes() == data
+    assert os.path.getsize(path) == size
+
+
+@settings(max_examples=40, deadline=None)
+@given(chunks=st.lists(st.binary(max_size=9000), max_size=12), stage=st.sampled_from([4096, 8192]))
+def test_any_chunking_writes_the_concatenation(
+    tmp_path_factory: pytest.TempPathFactory, chunks: list[bytes], stage: int
+) -> None:
+    path = tmp_path_factory.mktemp("w") / "out.bin"
+    with SequentialWriter(str(path), stage_bytes=stage) as w:
+        for c in chunks:
+            w.write(memoryview(c))
+    assert path.read_bytes() == b"".join(chunks)
+
+
+def test_falls_back_to_the_page_cache_without_o_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delattr(os, "O_DIRECT", raising=False)
+    path = tmp_path / "out.bin"
+    with SequentialWriter(str(path)) as w:
+        assert not w.direct
+        w.write(b"abc\n")
+    assert path.read_bytes() == b"abc\n"
+
+
+def test_falls_back_when_the_file_system_refuses_o_direct(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_open = os.open
+
+    def refuse_direct(path: str, flags: int, mode: int = 0o777) -> int:
+        if flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(22, "Invalid argument")
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(os, "open", refuse_direct)
+    path = tmp_path / "out.bin"
+    with SequentialWriter(str(path)) as w:
+        assert not w.direct
+        w.write(b"x" * 5000)
+    assert path.read_bytes() == b"x" * 5000
+
+
+def test_unwritable_path_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(NeardupIOError, match="nope"):
+        SequentialWriter(str(tmp_path / "nope" / "out.bin"))
+
+
+def test_write_after_close_is_refused(tmp_path: Path) -> None:
+    w = SequentialWriter(str(tmp_path / "out.bin"))
+    w.close()
+    w.close()  # idempotent
+    with pytest.raises(NeardupIOError, match="closed"):
+        w.write(b"x")
