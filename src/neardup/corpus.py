@@ -426,8 +426,9 @@ def _fast_loads() -> Callable[[bytes], Any] | None:
     return orjson.loads
 
 
-_BLOCK_BYTES = 16 << 20
-"""Bytes of JSONL read and parsed per block in :func:`_read_jsonl`."""
+_BLOCK_BYTES = 1 << 20
+"""Bytes of JSONL read and parsed per block in :func:`_read_jsonl`: small, because
+parsing a block holds the GIL that the hashing thread needs between kernel calls."""
 
 
 def _line_blocks(

@@ -381,7 +381,7 @@ class HashFeeder:
     run at the same time; :meth:`close` stops the worker after an error.
     """
 
-    _QUEUE_CHUNKS = 8
+    _QUEUE_CHUNKS = 4
     """Chunks waiting for the worker at most (bounds the memory held for it)."""
 
     def __init__(
