@@ -151,3 +151,30 @@ def test_jsonl_kept_lines_are_byte_identical_without_final_newline(tmp_path: Pat
     assert Path(path).read_bytes() == (
         b'{"text": "one two three"}\n{"text": "four five six", "x": [1]}\n'
     )
+
+
+def test_extra_fields_are_appended_to_the_original_bytes(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(
+        b'{"text":"a b c","n":1.50}\r\n'
+        b'{"text": "d e f", "cluster": "old"}\n'
+        b'  {"text": "\\u00e9 g h"}  \n'
+    )
+    corpus = C.read_corpus([str(src)])
+    path = C.write_subset(
+        corpus,
+        [0, 1, 2],
+        str(tmp_path / "dups"),
+        extra={"cluster": [7, 8, 9], "representative": ["x", 0, "\u00e9"]},
+    )
+    lines = Path(path).read_bytes().split(b"\n")
+    # Original bytes kept (number spelling, no spaces, escapes); fields appended.
+    assert lines[0] == b'{"text":"a b c","n":1.50, "cluster": 7, "representative": "x"}'
+    # A record that has one of the keys already is re-encoded with it replaced.
+    assert json.loads(lines[1]) == {"text": "d e f", "cluster": 8, "representative": 0}
+    assert lines[1] == json.dumps(
+        {"text": "d e f", "cluster": 8, "representative": 0}, ensure_ascii=False
+    ).encode()
+    expected = '  {"text": "\\u00e9 g h", "cluster": 9, "representative": "\u00e9"}'
+    assert lines[2] == expected.encode()
+    assert lines[3] == b""

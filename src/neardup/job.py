@@ -22,6 +22,7 @@ looking ``output``.  Output bytes depend only on the inputs and the config (not 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import json
@@ -29,6 +30,7 @@ import os
 import resource
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar
@@ -491,6 +493,29 @@ def _report_positions(touching: Sequence[Cluster]) -> set[int]:
     return want
 
 
+def _in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
+    """Start ``fn(*args)`` in a thread; the returned function waits for it and
+    re-raises what it raised.  The caller must call it, also on its own errors
+    (the thread is a daemon only so that an interpreter exit never hangs on it)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # re-raised in the caller
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="neardup-write", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failure:
+            raise failure[0]
+
+    return wait
+
+
 def _write_outputs(
     tmp: str,
     corpus: Corpus,
@@ -504,20 +529,29 @@ def _write_outputs(
     kept = [int(i) - n_prior for i in result.kept]
     dups = [int(i) - n_prior for i in result.duplicates]
     touching, cluster_of = _touching(result)
-    write_subset(corpus, kept, os.path.join(tmp, "kept"))
-    write_subset(
-        corpus,
-        dups,
-        os.path.join(tmp, "duplicates"),
-        extra={
-            "cluster": [int(cluster_of[i + n_prior]) for i in dups],
-            "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
-        },
-    )
-    _write_clusters(tmp, touching, ids)
-    if with_report:
-        # Only the texts the report shows (a few hundred), not a map of all of them.
-        texts: dict[int, str] = {
-            p: corpus.texts[p - n_prior] for p in _report_positions(touching) if p >= n_prior
-        }
-        _write_report(tmp, result, touching, ids, texts, cfg, stats)
+    # kept.* is most of the output and its writes wait on the disk with the GIL
+    # released: it goes out while this thread encodes the other files.
+    wait_kept = _in_background(write_subset, corpus, kept, os.path.join(tmp, "kept"))
+    try:
+        write_subset(
+            corpus,
+            dups,
+            os.path.join(tmp, "duplicates"),
+            extra={
+                "cluster": [int(cluster_of[i + n_prior]) for i in dups],
+                "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
+            },
+        )
+        _write_clusters(tmp, touching, ids)
+        if with_report:
+            # Only the texts the report shows (a few hundred), not a map of all of them.
+            texts: dict[int, str] = {
+                p: corpus.texts[p - n_prior] for p in _report_positions(touching) if p >= n_prior
+            }
+            _write_report(tmp, result, touching, ids, texts, cfg, stats)
+    except BaseException:
+        # The writer must be done before the caller removes the temporary folder.
+        with contextlib.suppress(BaseException):
+            wait_kept()
+        raise
+    wait_kept()
