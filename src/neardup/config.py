@@ -34,13 +34,13 @@ VerifyMode = Literal["exact", "estimate"]
 
 _MAX_PERM = 4096
 
-HASH_CHUNK_BYTES = 8 * 1024**2
+HASH_CHUNK_BYTES = 4 * 1024**2
 """Text hashed per kernel call in batch runs.  Larger chunks mean fewer kernel
-calls, each of which has to take the GIL from the reading thread; 8 MiB with 1 MiB
-read blocks was measured 0.3 s faster on 313k documents than 2 MiB with 16 MiB
-blocks, once numpy's huge-page faults were out of the way."""
+calls, each of which has to take the GIL from the reading thread; 4-8 MiB with
+1 MiB read blocks was measured ~0.3 s faster on 313k documents than 2 MiB with
+16 MiB blocks, once numpy's huge-page faults were out of the way."""
 
-SCRATCH_BYTES = 80 * 1024**2
+SCRATCH_BYTES = 40 * 1024**2
 """Most scratch a batch run plans for: hashing works in chunks of about
 ``HASH_CHUNK_BYTES`` of text, each needing up to 9 bytes of buffers per text byte
 (a document longer than a chunk is a chunk of its own and adds 9 bytes per byte of
