@@ -301,6 +301,9 @@ def main() -> None:
     # numba's first kernel load imports scipy (its BLAS check), whose OpenBLAS
     # starts a thread pool that busy-waits; neardup never calls BLAS.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    from ._jit import start_numba
+
+    start_numba()
 
 
 @main.command()

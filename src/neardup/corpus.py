@@ -22,6 +22,7 @@ listed in :attr:`Corpus.bad`.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import gzip
 import io
@@ -30,7 +31,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -177,6 +178,115 @@ class RawLines:
                 sink(b"\n")
 
 
+_Encoded = tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], dict[int, str]]
+
+
+class TextColumn(Sequence[str]):
+    """The texts of a corpus, by index: a sequence of ``str``.
+
+    Texts read by the compiled JSONL scanner stay as the UTF-8 (ASCII) bytes it
+    decoded, one buffer per block, and become ``str`` only when indexed: a run
+    needs the strings of a few hundred documents (exact-duplicate checks, the
+    report), not of every one, and building them held the GIL for a second per
+    million documents.  Other texts are kept as given.
+    """
+
+    __slots__ = ("_ends", "_parts")
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self._parts: list[
+            list[str] | tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], dict[int, str]]
+        ] = []
+        self._ends: list[int] = []  # documents before the end of each part
+        self.extend(texts)
+
+    def append(self, text: str) -> None:
+        if self._parts and isinstance(self._parts[-1], list):
+            self._parts[-1].append(text)
+            self._ends[-1] += 1
+        else:
+            self._parts.append([text])
+            self._ends.append(len(self) + 1)
+
+    def extend(self, texts: Iterable[str]) -> None:
+        for t in texts:
+            self.append(t)
+
+    def add_encoded(
+        self, buf: npt.NDArray[np.uint8], offsets: npt.NDArray[np.int64], others: dict[int, str]
+    ) -> None:
+        """Add ``len(offsets) - 1`` documents: document ``j`` is ``others[j]`` if
+        present, else the ASCII bytes ``buf[offsets[j]:offsets[j + 1]]``."""
+        n = len(offsets) - 1
+        if n:
+            self._parts.append((buf, offsets, others))
+            self._ends.append(len(self) + n)
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    def _get(self, i: int) -> str:
+        k = bisect.bisect_right(self._ends, i)
+        part = self._parts[k]
+        j = i - (self._ends[k - 1] if k else 0)
+        if isinstance(part, list):
+            return part[j]
+        buf, offsets, others = part
+        got = others.get(j)
+        if got is not None:
+            return got
+        return buf[offsets[j] : offsets[j + 1]].tobytes().decode("ascii")
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        n = len(self)
+        if isinstance(i, slice):
+            return [self._get(j) for j in range(*i.indices(n))]
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        return self._get(i)
+
+    def __iter__(self) -> Iterator[str]:
+        for part in self._parts:
+            if isinstance(part, list):
+                yield from part
+            else:
+                buf, offsets, others = part
+                for j in range(len(offsets) - 1):
+                    got = others.get(j)
+                    yield (
+                        got
+                        if got is not None
+                        else buf[offsets[j] : offsets[j + 1]].tobytes().decode("ascii")
+                    )
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TextColumn | list | tuple):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def char_count(self) -> int:
+        """Total characters, without building the strings (ASCII: one per byte)."""
+        total = 0
+        for part in self._parts:
+            if isinstance(part, list):
+                total += sum(map(len, part))
+            else:
+                _, offsets, others = part
+                total += int(offsets[-1] - offsets[0])
+                total += sum(len(t) for t in others.values())
+        return total
+
+
 @dataclass(slots=True)
 class Corpus:
     """Documents of one or more inputs, with what is needed to write them back."""
@@ -184,7 +294,7 @@ class Corpus:
     format: str
     inputs: list[str]
     ids: list[Any] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
+    texts: TextColumn = field(default_factory=TextColumn)
     origins: list[tuple[int, int]] = field(default_factory=list)
     raw_lines: RawLines = field(default_factory=RawLines)
     csv_rows: list[dict[str, str]] = field(default_factory=list)
@@ -346,12 +456,15 @@ def read_corpus(
     id_field: str | None = None,
     skip_bad: bool = False,
     on_texts: Callable[[list[str]], None] | None = None,
+    on_block: OnBlock | None = None,
 ) -> Corpus:
     """Read every input in order into one :class:`Corpus`.
 
     ``on_texts``, if given, is called with the texts read so far that it has not
     seen yet, in input order, while reading goes on (a block of a JSONL file at a
     time, else a file at a time), so that a caller can start on them early.
+    ``on_block``, if given, takes instead the JSONL blocks that went through the
+    compiled scanner (see :data:`OnBlock`), without building their strings.
     """
     if not paths:
         raise InputError("<none>", None, "no input given", "name at least one input file")
@@ -371,7 +484,7 @@ def read_corpus(
     for fi, path in enumerate(paths):
         kind = detect_format(path)
         if kind == "jsonl":
-            _read_jsonl(reader, path, fi, on_texts)
+            _read_jsonl(reader, path, fi, on_texts, on_block)
         else:
             before = len(corpus.texts)
             if kind == "csv":
@@ -483,24 +596,103 @@ def _bulk_records(
     return texts, ids
 
 
+OnBlock = Callable[[npt.NDArray[np.uint8], npt.NDArray[np.int64], dict[int, str]], None]
+"""``on_block(buf, offsets, others)``: documents read by the compiled scanner, as
+:meth:`TextColumn.add_encoded` takes them."""
+
+
+def _scan_keys(r: _Reader) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]] | None:
+    """The field names as the scanner compares them (raw key bytes), or None when
+    a name would need escaping in JSON (then every line takes the Python path)."""
+    names = [r.text_field] + ([r.id_field] if r.id_field is not None else [])
+    for name in names:
+        if (
+            not name
+            or not name.isascii()
+            or any(c in name for c in '"\\')
+            or not name.isprintable()
+        ):
+            return None
+    text_key = np.frombuffer(r.text_field.encode("ascii"), dtype=np.uint8)
+    id_key = np.frombuffer((r.id_field or "").encode("ascii"), dtype=np.uint8)
+    return text_key, id_key
+
+
 def _read_jsonl(
-    r: _Reader, path: str, fi: int, on_texts: Callable[[list[str]], None] | None = None
+    r: _Reader,
+    path: str,
+    fi: int,
+    on_texts: Callable[[list[str]], None] | None = None,
+    on_block: OnBlock | None = None,
 ) -> None:
-    # Parsed a block at a time: when every line of a block is a valid record (the
-    # usual case) it is taken with a few list operations instead of a Python-level
-    # loop per line (1.3 s -> ~0.6 s on 313k lines); any other block goes through
-    # the per-line reader, which decides and explains exactly as before.
+    # Each block goes through the compiled scanner first (:mod:`neardup._jsonscan`):
+    # the lines it reads need no Python object but their id.  The lines it leaves
+    # (non-ASCII text, unusual records, bad lines) are parsed one by one with
+    # orjson or the standard library, which decides and explains exactly as before.
+    from ._jsonscan import ID_INT, scan_block
+
     fast = _fast_loads()
+    keys = _scan_keys(r)
     c = r.c
     no = 0
     for buf, starts, ends in _line_blocks(path):
         before = len(c.texts)
+        if keys is not None:
+            arr = np.frombuffer(buf, dtype=np.uint8)
+            handled, text, offsets, id_kind, id_int, id_start, id_end = scan_block(
+                arr, starts, ends, keys[0], keys[1], r.id_field is not None
+            )
+            if handled.all():
+                valid = np.arange(len(starts))
+                others: dict[int, str] = {}
+                ids: list[Any] | range
+                if r.id_field is None:
+                    ids = range(len(c.ids), len(c.ids) + len(starts))
+                elif (id_kind == ID_INT).all():
+                    ids = id_int.tolist()
+                else:
+                    ids = _scanned_ids(buf, id_kind, id_int, id_start, id_end, valid)
+                c.ids.extend(ids)
+                c.origins.extend(zip(itertools.repeat(fi), range(no + 1, no + 1 + len(starts))))
+                c.raw_lines.add_block(buf, starts, ends)
+            else:
+                keep: list[int] = []
+                others = {}
+                pos_ids: list[Any] = []
+                for k in range(len(starts)):
+                    line_no = no + 1 + k
+                    if handled[k]:
+                        keep.append(k)
+                        pos_ids.append(None)
+                        continue
+                    rec = _parse_line(r, path, line_no, buf[int(starts[k]) : int(ends[k])], fast)
+                    if rec is not None:
+                        others[len(keep)] = rec[1]
+                        keep.append(k)
+                        pos_ids.append(rec[0])
+                valid = np.asarray(keep, dtype=np.int64)
+                scanned = _scanned_ids(buf, id_kind, id_int, id_start, id_end, valid)
+                for j, (mine, parsed) in enumerate(zip(scanned, pos_ids, strict=True)):
+                    ident = parsed if j in others else mine
+                    c.ids.append(len(c.ids) if r.id_field is None else ident)
+                c.origins.extend((fi, no + 1 + k) for k in keep)
+                c.raw_lines.add_block(buf, starts[valid], ends[valid])
+            doc_offsets = np.empty(len(valid) + 1, dtype=np.int64)
+            doc_offsets[:-1] = offsets[valid]
+            doc_offsets[-1] = offsets[-1]
+            c.texts.add_encoded(text, doc_offsets, others)
+            if on_block is not None:
+                on_block(text, doc_offsets, others)
+            elif on_texts is not None:
+                on_texts(c.texts[before:])
+            no += len(starts)
+            continue
         view = memoryview(buf)
         lines = list(map(view.__getitem__, map(slice, starts.tolist(), ends.tolist())))
         got = _bulk_records(lines, fast, r.text_field, r.id_field) if fast else None
         if got is None:
             block = c.raw_lines.add_block(buf, starts[:0], ends[:0])
-            keep: list[int] = []
+            keep = []
             for k, line in enumerate(lines, start=no + 1):
                 rec = _parse_line(r, path, k, bytes(line), fast)
                 if rec is not None:
@@ -508,9 +700,9 @@ def _read_jsonl(
                     keep.append(k - no - 1)
             c.raw_lines.add_spans(block, starts[keep], ends[keep])
         else:
-            texts, ids = got
+            texts, bulk_ids = got
             base = len(c.ids)
-            c.ids.extend(range(base, base + len(texts)) if ids is None else ids)
+            c.ids.extend(range(base, base + len(texts)) if bulk_ids is None else bulk_ids)
             c.texts.extend(texts)
             c.origins.extend(zip(itertools.repeat(fi), range(no + 1, no + 1 + len(lines))))
             c.raw_lines.add_block(buf, starts, ends)
@@ -518,6 +710,33 @@ def _read_jsonl(
         no += len(starts)
         if on_texts is not None:
             on_texts(c.texts[before:])
+
+
+def _scanned_ids(
+    buf: bytes,
+    kind: npt.NDArray[np.int8],
+    ints: npt.NDArray[np.int64],
+    start: npt.NDArray[np.int64],
+    end: npt.NDArray[np.int64],
+    rows: npt.NDArray[np.int64],
+) -> list[Any]:
+    """The ids the scanner read for ``rows``: ints, or ASCII strings (their JSON
+    spelling has no escape, so the bytes are the string); None where it read none."""
+    out: list[Any] = []
+    for k, v, a, b in zip(
+        kind[rows].tolist(),
+        ints[rows].tolist(),
+        start[rows].tolist(),
+        end[rows].tolist(),
+        strict=True,
+    ):
+        if k == 1:
+            out.append(v)
+        elif k == 2:
+            out.append(buf[a:b].decode("ascii"))
+        else:
+            out.append(None)
+    return out
 
 
 def _parse_line(
@@ -735,8 +954,11 @@ def write_subset(
                 except ValueError:
                     rec = json.loads(line)
                 body = line.rstrip()
-                if isinstance(rec, dict) and rec and body.endswith(b"}") and not any(
-                    k in rec for k in names
+                if (
+                    isinstance(rec, dict)
+                    and rec
+                    and body.endswith(b"}")
+                    and not any(k in rec for k in names)
                 ):
                     fields = b", ".join(
                         k + encode(col[t]).encode() for k, col in zip(keys, columns, strict=True)

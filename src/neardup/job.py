@@ -283,6 +283,7 @@ def run_dedup(
                 id_field=id_field,
                 skip_bad=skip_bad,
                 on_texts=None if feeder is None else feeder.feed,
+                on_block=None if feeder is None else feeder.feed_block,
             )
             read_s = time.perf_counter() - t0
             hashed = None if feeder is None else feeder.finish()

@@ -381,7 +381,7 @@ class HashFeeder:
     run at the same time; :meth:`close` stops the worker after an error.
     """
 
-    _QUEUE_CHUNKS = 4
+    _QUEUE_CHUNKS = 32
     """Chunks waiting for the worker at most (bounds the memory held for it)."""
 
     def __init__(
@@ -403,6 +403,8 @@ class HashFeeder:
         self._error: BaseException | None = None
         self._pending: list[str] = []
         self._pending_chars = 0
+        self._blocks: list[tuple[EncodedTexts, npt.NDArray[np.bool_]]] = []
+        self._block_bytes = 0
         self.normalize_s = 0.0
         self.hash_s = 0.0
         self.wait_s = 0.0
@@ -428,7 +430,68 @@ class HashFeeder:
                 self._flush()
             start = stop
 
+    def feed_block(
+        self,
+        buf: npt.NDArray[np.uint8],
+        offsets: npt.NDArray[np.int64],
+        others: dict[int, str],
+    ) -> None:
+        """Take documents already decoded to ASCII by the JSONL scanner: document
+        ``j`` is ``buf[offsets[j]:offsets[j + 1]]``, or the text ``others[j]``
+        (those go through the Unicode stage).  Ordered with :meth:`feed`."""
+        n = len(offsets) - 1
+        if n == 0:
+            return
+        self._flush()
+        t0 = time.perf_counter()
+        lower = np.full(n, self._norm.ascii_lower, dtype=np.bool_)
+        if others:
+            idx = np.fromiter(others, dtype=np.int64, count=len(others))
+            order = np.argsort(idx)
+            idx = idx[order]
+            texts = [others[int(j)] for j in idx]
+            fb, fb_lower = unicode_stage(texts, self._norm)
+            lengths = np.diff(offsets)
+            lengths[idx] = fb.lengths
+            new_off = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(lengths, out=new_off[1:])
+            out = np.empty(int(new_off[n]), dtype=np.uint8)
+            prev = 0
+            for k, j in enumerate(idx.tolist()):
+                # Scanned documents between the texts given as str keep their bytes.
+                out[new_off[prev] : new_off[j]] = buf[offsets[prev] : offsets[j]]
+                out[new_off[j] : new_off[j + 1]] = fb.buf[fb.offsets[k] : fb.offsets[k + 1]]
+                prev = j + 1
+            out[new_off[prev] :] = buf[offsets[prev] : offsets[n]]
+            lower[idx] = fb_lower
+            raw = EncodedTexts(out, new_off)
+        else:
+            raw = EncodedTexts(buf[int(offsets[0]) : int(offsets[n])], offsets - offsets[0])
+        self.normalize_s += time.perf_counter() - t0
+        self._blocks.append((raw, lower))
+        self._block_bytes += raw.nbytes
+        if self._block_bytes >= self._chunk_bytes:
+            self._flush_blocks()
+
+    def _flush_blocks(self) -> None:
+        if not self._blocks:
+            return
+        blocks, self._blocks, self._block_bytes = self._blocks, [], 0
+        if len(blocks) == 1:
+            self._queue.put(blocks[0])
+            return
+        bufs = [b[0].buf for b in blocks]
+        sizes = np.array([len(x) for x in bufs], dtype=np.int64)
+        bases = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        offsets = np.concatenate(
+            [b[0].offsets[:-1] + base for b, base in zip(blocks, bases, strict=True)]
+            + [np.array([int(sizes.sum())], dtype=np.int64)]
+        )
+        raw = EncodedTexts(np.concatenate(bufs), offsets)
+        self._queue.put((raw, np.concatenate([b[1] for b in blocks])))
+
     def _flush(self) -> None:
+        self._flush_blocks()
         if not self._pending:
             return
         # The Unicode part of normalization is Python code: it runs here, in the
@@ -569,7 +632,8 @@ def _find_duplicates(
     n_new = len(texts)
     n_prior = len(prior) if prior is not None else 0
     # Checked before anything is allocated: characters approximate UTF-8 bytes.
-    chars = sum(len(t) for t in texts)
+    count = getattr(texts, "char_count", None)
+    chars = int(count()) if callable(count) else sum(len(t) for t in texts)
     avg = chars // n_new if n_new else 0
     planned = scratch_bytes(chars) + (n_new + n_prior) * cfg.estimated_memory_per_document(
         avg_bytes=max(avg, 1)
