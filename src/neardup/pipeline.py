@@ -381,8 +381,12 @@ class HashFeeder:
     run at the same time; :meth:`close` stops the worker after an error.
     """
 
-    _QUEUE_CHUNKS = 32
-    """Chunks waiting for the worker at most (bounds the memory held for it)."""
+    _QUEUE_CHUNKS = 64
+    """Chunks waiting for the worker at most (bounds the memory held for it: 256 MiB
+    of text at 4 MiB chunks).  Generous on purpose: the compiled reader outpaces
+    hashing, and once it is done the hashing kernel has every core; a short queue
+    kept the reader waiting and the cores half used (1.32 s vs 1.20 s of reading
+    and hashing on 313k documents)."""
 
     def __init__(
         self,
