@@ -14,6 +14,12 @@ Input formats (all inputs of one run must be of one family):
 * A Hugging Face dataset saved with ``Dataset.save_to_disk`` (the ``hf`` extra,
   read offline with ``datasets.load_from_disk``); outputs are Parquet.
 
+JSONL is read in 1 MiB blocks.  A compiled scanner (:mod:`neardup._jsonscan`)
+reads the plain records — ASCII JSON objects whose text is a string and whose id
+an integer or an unescaped string — without creating Python objects; every other
+line is parsed with orjson, else ``json.loads``, which decide validity and word
+the errors.  Both give the same records (property-tested against ``json.loads``).
+
 Record ids come from ``id_field`` when given, else they are row numbers counted
 across all inputs in order.  Bad records raise :class:`~neardup.InputError` naming
 the file and line, unless ``skip_bad`` is set, in which case they are counted and
