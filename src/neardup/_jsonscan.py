@@ -89,6 +89,21 @@ def _no_backslash8(x):
 
 
 @njit(inline="always", cache=True)
+def _ascii_u_escape(buf, p, e):
+    """The value of the ``\\uXXXX`` escape at ``buf[p]``, or -1 if it is malformed
+    or not ASCII (non-ASCII text takes the Python path)."""
+    if p + 6 > e:
+        return -1
+    v = 0
+    for j in range(2, 6):
+        h = _hexval(buf[p + j])
+        if h < 0:
+            return -1
+        v = v * 16 + h
+    return v if v < 0x80 else -1
+
+
+@njit(inline="always", cache=True)
 def _short_escape(d):
     # The escapes \" \\ \/ \b \f \n \r \t.
     return d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116
@@ -119,17 +134,7 @@ def _string_end(buf, p, e):
             if _short_escape(d):
                 p += 2
                 continue
-            if d == 117:
-                if p + 6 > e:
-                    return -1, esc
-                v = 0
-                for j in range(2, 6):
-                    h = _hexval(buf[p + j])
-                    if h < 0:
-                        return -1, esc
-                    v = v * 16 + h
-                if v >= 0x80:
-                    return -1, esc  # non-ASCII text takes the Python path
+            if d == 117 and _ascii_u_escape(buf, p, e) >= 0:
                 p += 6
                 continue
             return -1, esc
@@ -176,16 +181,9 @@ def _copy_string(buf, p, e, out, w):
             elif d == 102:
                 out[w] = 12
             elif d == 117:
-                if p + 6 > e:
+                v = _ascii_u_escape(buf, p, e)
+                if v < 0:
                     return -1, w
-                v = 0
-                for j in range(2, 6):
-                    h = _hexval(buf[p + j])
-                    if h < 0:
-                        return -1, w
-                    v = v * 16 + h
-                if v >= 0x80:
-                    return -1, w  # non-ASCII text takes the Python path
                 out[w] = v
                 p += 4
             else:
