@@ -260,6 +260,20 @@ def _scalar_end(buf, p, e, lits):
 
 
 @njit(cache=True)
+def _after_key(buf, p, e):
+    """At an object member's key: the position after its colon, or -1."""
+    if p >= e or buf[p] != 34:
+        return -1
+    p, _ = _string_end(buf, p, e)
+    if p < 0:
+        return -1
+    p = _ws(buf, p, e)
+    if p >= e or buf[p] != 58:
+        return -1
+    return p + 1
+
+
+@njit(cache=True)
 def _value_end(buf, p, e, lits):
     """Position after the JSON value starting at ``p`` (objects and arrays
     included, iteratively), or -1 if it is not strict JSON."""
@@ -282,15 +296,9 @@ def _value_end(buf, p, e, lits):
                     return -1
                 is_array[depth] = c == 91
                 if c == 123:
-                    if p >= e or buf[p] != 34:
-                        return -1
-                    p, _ = _string_end(buf, p, e)
+                    p = _after_key(buf, p, e)
                     if p < 0:
                         return -1
-                    p = _ws(buf, p, e)
-                    if p >= e or buf[p] != 58:
-                        return -1
-                    p += 1
                 continue
         else:
             p = _scalar_end(buf, p, e, lits)
@@ -307,16 +315,9 @@ def _value_end(buf, p, e, lits):
             if c == 44:
                 p += 1
                 if not is_array[depth]:
-                    p = _ws(buf, p, e)
-                    if p >= e or buf[p] != 34:
-                        return -1
-                    p, _ = _string_end(buf, p, e)
+                    p = _after_key(buf, _ws(buf, p, e), e)
                     if p < 0:
                         return -1
-                    p = _ws(buf, p, e)
-                    if p >= e or buf[p] != 58:
-                        return -1
-                    p += 1
                 break
             if (c == 93 and is_array[depth]) or (c == 125 and not is_array[depth]):
                 p += 1
