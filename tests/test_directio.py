@@ -75,3 +75,30 @@ def test_write_after_close_is_refused(tmp_path: Path) -> None:
     w.close()  # idempotent
     with pytest.raises(NeardupIOError, match="closed"):
         w.write(b"x")
+
+
+def test_falls_back_when_direct_writes_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    real_write = os.write
+    calls = {"n": 0}
+
+    def refuse_first(fd: int, data: bytes | memoryview) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", refuse_first)
+    path = tmp_path / "out.bin"
+    data = bytes(range(256)) * 50  # 12,800 bytes: full stages and a padded tail
+    with SequentialWriter(str(path), stage_bytes=4096) as w:
+        if not w.direct:
+            pytest.skip("this file system refuses O_DIRECT at open")
+        for i in range(0, len(data), 3000):
+            w.write(data[i : i + 3000])
+        assert not w.direct
+    assert path.read_bytes() == data
+    assert calls["n"] > 1

@@ -14,6 +14,8 @@ the bytes written are identical either way.
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import mmap
 import os
 from types import TracebackType
@@ -89,7 +91,17 @@ class SequentialWriter:
     def _write_all(self, mv: memoryview) -> None:
         try:
             while len(mv):
-                done = os.write(self._fd, mv)
+                try:
+                    done = os.write(self._fd, mv)
+                except OSError as exc:
+                    # Some file systems open with O_DIRECT but refuse the writes
+                    # (stricter alignment, no direct I/O): write through the page
+                    # cache from here on.  EINVAL transfers nothing, and every
+                    # earlier direct write was whole blocks, so the offset is right.
+                    if not (self._direct and exc.errno == errno.EINVAL):
+                        raise
+                    self._buffered()
+                    continue
                 if self._direct and done % _ALIGN:
                     # A short direct write leaves an unaligned offset that no
                     # further direct write can continue from.
@@ -97,6 +109,11 @@ class SequentialWriter:
                 mv = mv[done:]
         except OSError as exc:
             raise NeardupIOError(self._path, exc) from exc
+
+    def _buffered(self) -> None:
+        flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
+        fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~getattr(os, "O_DIRECT", 0))
+        self._direct = False
 
     def close(self) -> None:
         """Write what is staged (the last direct block padded, then cut back to the
@@ -110,8 +127,9 @@ class SequentialWriter:
                 self._write_all(self._view[:end])
                 self._fill = 0
             try:
-                if self._direct:
-                    os.ftruncate(self._fd, self._size)
+                # Cuts the last direct block's padding (also when the writer fell
+                # back to buffered writes while writing that padded block).
+                os.ftruncate(self._fd, self._size)
                 os.fsync(self._fd)
             except OSError as exc:
                 raise NeardupIOError(self._path, exc) from exc
