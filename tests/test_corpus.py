@@ -178,3 +178,27 @@ def test_extra_fields_are_appended_to_the_original_bytes(tmp_path: Path) -> None
     expected = '  {"text": "\\u00e9 g h", "cluster": 9, "representative": "\u00e9"}'
     assert lines[2] == expected.encode()
     assert lines[3] == b""
+
+
+def test_in_memory_and_out_of_core_duplicates_are_the_same_bytes(tmp_path: Path) -> None:
+    from neardup import run_dedup
+
+    src = tmp_path / "in.jsonl"
+    base = "the quick brown fox jumps over the lazy dog and then some more words follow"
+    rows = [
+        {"id": i, "text": f"{base} {i % 5}", "n": 1.50 if i % 2 else None, "cluster": "x"}
+        if i % 3 == 0
+        else {"id": i, "text": f"{base} {i % 5}", "tags": ["a", "\u00e9"]}
+        for i in range(40)
+    ]
+    # Compact separators: appending to the original bytes keeps them compact.
+    src.write_text("\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n")
+    run_dedup([str(src)], str(tmp_path / "mem"), id_field="id", report=False)
+    run_dedup([str(src)], str(tmp_path / "ooc"), id_field="id", report=False, spill=True)
+    mem = (tmp_path / "mem" / "duplicates.jsonl").read_bytes()
+    assert mem and mem == (tmp_path / "ooc" / "duplicates.jsonl").read_bytes()
+    for line in mem.splitlines():
+        rec = json.loads(line)
+        assert isinstance(rec["cluster"], int) and "representative" in rec
+        if rec.get("tags"):
+            assert line.startswith(b'{"id":') and b'"tags":["a","\\u00e9"], "cluster": ' in line

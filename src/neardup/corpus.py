@@ -978,6 +978,43 @@ def _read_arrow(r: _Reader, path: str, fi: int, kind: str) -> None:
         r.c.row_index.append((ti, ri))
 
 
+class FieldAppender:
+    """Adds fields to JSONL records, keeping every original field byte-identical.
+
+    ``FieldAppender(names)(line, values)`` appends ``"name": value`` pairs to the
+    record's own bytes (as ``json.dumps(..., ensure_ascii=False)`` spells them),
+    so that duplicates.jsonl keeps the original fields as kept.jsonl does, and no
+    record is re-encoded (~10 us each).  A record that already has one of the
+    names gets it replaced instead: it is parsed (orjson, else ``json.loads``,
+    which decides what the reader accepted) and written as
+    ``json.dumps(rec, ensure_ascii=False)``.  The in-memory and the out-of-core
+    writers both use it, so their outputs are the same bytes.
+    """
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._names = list(names)
+        self._encode = json.JSONEncoder(ensure_ascii=False).encode
+        self._keys = [self._encode(k).encode() + b": " for k in self._names]
+        self._loads = _fast_loads() or json.loads
+
+    def __call__(self, line: bytes, values: Sequence[Any]) -> bytes:
+        try:
+            rec = self._loads(line)
+        except ValueError:
+            rec = json.loads(line)
+        body = line.rstrip()
+        if isinstance(rec, dict) and rec and body.endswith(b"}") and not any(
+            k in rec for k in self._names
+        ):
+            fields = b", ".join(
+                k + self._encode(v).encode() for k, v in zip(self._keys, values, strict=True)
+            )
+            return body[:-1] + b", " + fields + b"}"
+        for k, v in zip(self._names, values, strict=True):
+            rec[k] = v
+        return self._encode(rec).encode()
+
+
 def write_subset(
     corpus: Corpus,
     indices: Sequence[int],
@@ -1004,34 +1041,12 @@ def write_subset(
         # of those keys has it replaced instead: parsed (orjson, else json.loads,
         # which decides what the reader accepted) and written as
         # json.dumps(rec, ensure_ascii=False) would.
-        loads = _fast_loads() or json.loads
-        encode = json.JSONEncoder(ensure_ascii=False).encode
-        names = list(extra)
-        keys = [encode(k).encode() + b": " for k in names]
-        columns = [extra[k] for k in names]
+        add = FieldAppender(list(extra))
+        columns = list(extra.values())
         out: list[bytes] = []
         with open(path, "wb") as fh:
             for t, i in enumerate(indices):
-                line = corpus.raw_lines[i]
-                try:
-                    rec = loads(line)
-                except ValueError:
-                    rec = json.loads(line)
-                body = line.rstrip()
-                if (
-                    isinstance(rec, dict)
-                    and rec
-                    and body.endswith(b"}")
-                    and not any(k in rec for k in names)
-                ):
-                    fields = b", ".join(
-                        k + encode(col[t]).encode() for k, col in zip(keys, columns, strict=True)
-                    )
-                    out.append(body[:-1] + b", " + fields + b"}")
-                else:
-                    for k, col in zip(names, columns, strict=True):
-                        rec[k] = col[t]
-                    out.append(encode(rec).encode())
+                out.append(add(corpus.raw_lines[i], [col[t] for col in columns]))
                 if len(out) >= 4096:
                     fh.write(b"\n".join(out) + b"\n")
                     out.clear()

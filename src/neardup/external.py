@@ -21,7 +21,6 @@ rather than by comparing the texts.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from typing import IO, Any
@@ -31,7 +30,7 @@ import numpy.typing as npt
 
 from ._errors import MemoryLimitExceeded
 from .config import Config, scratch_bytes
-from .corpus import BadRecord, detect_format, iter_jsonl
+from .corpus import BadRecord, FieldAppender, detect_format, iter_jsonl
 from .hashing import HashKey, SchemeDescriptor, ShingleSets
 from .minhash import MinHasher, SignatureSet
 from .pipeline import DedupResult, _normalize_and_hash, dedup_sets
@@ -203,6 +202,7 @@ def write_streamed(
     """Write pass: kept.jsonl and duplicates.jsonl; returns the texts asked for."""
     texts: dict[int, str] = {}
     dup_of = result.duplicate_of
+    add = FieldAppender(["cluster", "representative"])
     with (
         open(os.path.join(tmp, "kept.jsonl"), "wb") as kept,
         open(os.path.join(tmp, "duplicates.jsonl"), "wb") as dups,
@@ -216,8 +216,5 @@ def write_streamed(
             if rep < 0:
                 kept.write(line + b"\n")
                 continue
-            rec = json.loads(line)
-            rec["cluster"] = int(cluster_of[i])
-            rec["representative"] = ids[rep]
-            dups.write(json.dumps(rec, ensure_ascii=False).encode() + b"\n")
+            dups.write(add(line, [int(cluster_of[i]), ids[rep]]) + b"\n")
     return texts
