@@ -217,3 +217,37 @@ def test_importing_does_not_import_ray() -> None:
     code = "import neardup, neardup.cli, sys; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_command_line_imports_no_compiled_kernels() -> None:
+    """The command line loads numba only inside the commands that run kernels, so
+    that ``dedup`` can start reading its input while numba loads."""
+    import subprocess
+    import sys
+
+    code = (
+        "import neardup.cli, sys; "
+        "print('numba' in sys.modules, 'neardup._kernels' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_console_script_sets_thread_defaults_before_numpy() -> None:
+    """OpenBLAS reads its thread count when NumPy loads, so the console script's
+    entry point sets it first (an explicit user setting wins)."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import os, sys, neardup._launch as L; L.process_defaults(); "
+        "print('numpy' in sys.modules, os.environ['OPENBLAS_NUM_THREADS'], "
+        "os.environ['OMP_WAIT_POLICY'])"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS",)}
+    env["OMP_WAIT_POLICY"] = "ACTIVE"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.split() == ["False", "1", "ACTIVE"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import InputError
+from neardup import InputError, NeardupIOError
 from neardup import corpus as C
 
 
@@ -55,9 +56,10 @@ def test_streaming_reports_bad_lines(tmp_path: Path) -> None:
         list(C.iter_jsonl([str(tmp_path / "x.csv")]))
 
 
+@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("block", [7, 64, 1 << 20])
 def test_block_reader_matches_line_by_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block: int, prefetch: bool
 ) -> None:
     # Blocks that split lines anywhere, blocks mixing valid and bad lines, a blank
     # line, CRLF endings and no final newline: the block reader (bulk fast path
@@ -72,8 +74,18 @@ def test_block_reader_matches_line_by_line(
     lines[25] = '{"text": "no id"}'
     src.write_bytes("\n".join(lines).encode())
     monkeypatch.setattr(C, "_BLOCK_BYTES", block)
+    # Prefetched reads of other sizes than the blocks: 5 bytes doubling to 80.
+    monkeypatch.setattr(C.Prefetch, "_FIRST", 5)
+    monkeypatch.setattr(C.Prefetch, "_MOST", 80)
     fed: list[str] = []
-    c = C.read_corpus([str(src)], id_field="id", skip_bad=True, on_texts=fed.extend)
+    pf = C.Prefetch([str(src)]) if prefetch else None
+    try:
+        c = C.read_corpus(
+            [str(src)], id_field="id", skip_bad=True, on_texts=fed.extend, prefetch=pf
+        )
+    finally:
+        if pf is not None:
+            pf.close()
     bad: list[C.BadRecord] = []
     ref = list(C.iter_jsonl([str(src)], id_field="id", skip_bad=True, bad=bad))
     assert c.ids == [r[0] for r in ref]
@@ -85,6 +97,59 @@ def test_block_reader_matches_line_by_line(
     ]
     with pytest.raises(InputError, match=":6: malformed JSON"):
         C.read_corpus([str(src)], id_field="id")
+
+
+def test_prefetch_gives_what_reading_gives(tmp_path: Path) -> None:
+    import numpy as np
+
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl.gz"
+    a.write_bytes(b"".join(json.dumps({"text": f"doc {i}"}).encode() + b"\n" for i in range(50)))
+    with gzip.open(b, "wt") as fh:
+        fh.write(json.dumps({"text": "zipped"}) + "\n")
+    paths = [str(a), str(b), str(a)]  # a compressed file is not prefetched
+    pf = C.Prefetch(paths)
+    try:
+        assert pf.chunks(1, str(b)) is None
+        assert pf.chunks(0, str(b)) is None  # not the file prefetched at that position
+        got = C.read_corpus(paths, prefetch=pf)
+    finally:
+        pf.close()
+        pf.close()  # idempotent
+    ref = C.read_corpus(paths)
+    assert got.texts == ref.texts and got.ids == ref.ids and got.origins == ref.origins
+    assert list(got.raw_lines) == list(ref.raw_lines)
+    missing = str(tmp_path / "missing.jsonl")
+    pf = C.Prefetch([missing])
+    try:
+        with pytest.raises(NeardupIOError, match=r"missing\.jsonl"):
+            C.read_corpus([missing], prefetch=pf)
+    finally:
+        pf.close()
+
+    def failing(path: str, *args: object) -> object:
+        raise NeardupIOError(path, OSError(5, "Input/output error"))
+        yield
+
+    real = C._file_chunks
+    C._file_chunks = failing  # type: ignore[assignment]
+    try:
+        pf = C.Prefetch([str(a)])
+        with pytest.raises(NeardupIOError, match="Input/output error"):
+            C.read_corpus([str(a)], prefetch=pf)  # raised in the reader, not the thread
+        pf.close()
+    finally:
+        C._file_chunks = real
+    # The plain-pages buffer is an ordinary writable array.
+    buf = C._plain_pages(10)
+    buf[:] = 7
+    assert buf.dtype == np.uint8 and int(buf.sum()) == 70
+
+
+def test_scanner_id_kinds_match() -> None:
+    from neardup import _jsonscan
+
+    assert (C.ID_INT_KIND, C.ID_STR_KIND) == (_jsonscan.ID_INT, _jsonscan.ID_STR)
 
 
 def _raw_lines_from(

@@ -294,8 +294,11 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(P, "_hash_kernel", flaky)
     cfg = Config()
     feeder = P.HashFeeder(cfg, None, SchemeDescriptor.from_config(cfg), chunk_bytes=1)
+    workers = len(feeder._threads)
     feeder.feed(["some text here"] * 40)  # more chunks than the queue holds
     with pytest.raises(RuntimeError, match="boom"):
         feeder.finish()
     feeder.close()
-    assert len(calls) == 2  # the chunks after the error were drained, not hashed
+    # The chunks after the error were drained, not hashed (other workers may have
+    # taken one each before they saw it).
+    assert 2 <= len(calls) <= 1 + workers

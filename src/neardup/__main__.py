@@ -1,6 +1,6 @@
 """``python -m neardup`` runs the command line."""
 
-from neardup.cli import main
+from neardup._launch import main
 
 if __name__ == "__main__":
     main()

@@ -16,7 +16,7 @@ import sys
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,9 +28,12 @@ from ._errors import (
     NeardupIOError,
     SchemeMismatch,
 )
+from ._launch import process_defaults
+from ._provenance import PROVENANCE_FIELDS
 from .config import Config, ShingleSpec
-from .families import PROVENANCE_FIELDS
-from .lsh import candidate_probability, default_layout, optimal_params
+
+if TYPE_CHECKING:
+    from .corpus import Prefetch
 
 __all__ = ["main"]
 
@@ -287,23 +290,18 @@ def _exit_now() -> None:
 
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="neardup")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """neardup: find exact and near duplicates, verified exactly.
 
     Example: neardup dedup data/sample.jsonl --output out/
     """
-    # OpenMP threads (numba's "omp" layer) spin between parallel regions by default;
-    # batch runs overlap a reading thread with the kernels, and spinning threads
-    # took that thread's core (~1.3 s of CPU per 313k-document run).  Sleeping
-    # waiters cost only a wake-up per region.  Set before the first kernel loads
-    # OpenMP; an explicit user setting wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # numba's first kernel load imports scipy (its BLAS check), whose OpenBLAS
-    # starts a thread pool that busy-waits; neardup never calls BLAS.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from ._jit import start_numba
+    process_defaults()  # again for callers that skipped the console script
+    if ctx.invoked_subcommand != "dedup":
+        # dedup starts numba itself, once its input is being read.
+        from ._jit import start_numba
 
-    start_numba()
+        start_numba()
 
 
 @main.command()
@@ -437,9 +435,11 @@ def dedup(
     On Ray (JSONL/Parquet shards, paths or globs): neardup dedup 'shards/*.jsonl'
     --output out/ --engine ray --ray-address auto --resume
     """
-    from .job import run_dedup
+    from ._jit import start_numba
 
     quiet = opts.pop("quiet")
+    if engine == "ray" or vectors_field is not None:
+        start_numba()
     if engine == "ray":
         with _errors():
             _dedup_ray(
@@ -465,25 +465,36 @@ def dedup(
     progress = _Progress(quiet)
     with _errors():
         cfg = _config(opts)
-        stats = run_dedup(
-            list(inputs),
-            output,
-            config=cfg,
-            text_field=opts["text_field"],
-            id_field=opts["id_field"],
-            keep=keep,
-            method=method,  # type: ignore[arg-type]
-            against=against,
-            save_index=save_index,
-            skip_bad=opts["skip_bad"],
-            overwrite=overwrite,
-            dry_run=dry_run,
-            workers=opts["workers"],
-            report=not no_report,
-            progress=progress,
-            spill=spill,
-            work_dir=work_dir,
-        )
+    prefetch = _prefetch(list(inputs), cfg, spill)
+    try:
+        # Loading numba and the kernels (~0.3 s) while the input is being read.
+        start_numba()
+        from .job import run_dedup
+
+        with _errors():
+            stats = run_dedup(
+                list(inputs),
+                output,
+                config=cfg,
+                text_field=opts["text_field"],
+                id_field=opts["id_field"],
+                keep=keep,
+                method=method,  # type: ignore[arg-type]
+                against=against,
+                save_index=save_index,
+                skip_bad=opts["skip_bad"],
+                overwrite=overwrite,
+                dry_run=dry_run,
+                workers=opts["workers"],
+                report=not no_report,
+                progress=progress,
+                spill=spill,
+                work_dir=work_dir,
+                prefetch=prefetch,
+            )
+    finally:
+        if prefetch is not None:
+            prefetch.close()
     if not quiet:
         click.echo(
             f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact duplicates "
@@ -495,6 +506,18 @@ def dedup(
         )
     if not progress.bars:
         _exit_now()
+
+
+def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:
+    """A :class:`~neardup.corpus.Prefetch` of the inputs when the run will read them
+    whole into memory, else None."""
+    from .corpus import Prefetch, in_memory_plan
+
+    try:
+        in_memory = not spill and in_memory_plan(inputs, cfg) <= cfg.memory_limit
+    except OSError:
+        return None  # the reader words the error
+    return Prefetch(inputs) if in_memory else None
 
 
 def _dedup_ray(
@@ -625,6 +648,8 @@ def _dedup_vectors(
 
 def _png(path: str, bands: int, rows: int, threshold: float) -> None:
     """A small PNG of the S-curve, drawn without any plotting library."""
+    from .lsh import candidate_probability
+
     w, h, pad = 480, 300, 30
     img = [[255] * w for _ in range(h)]
 
@@ -744,6 +769,8 @@ def params(
     if metric != "jaccard":
         _vector_params(metric, threshold, far, recall, budget, n, as_json)
         return
+    from .lsh import candidate_probability, default_layout, optimal_params
+
     with _errors():
         if not 0 < threshold <= 1:
             raise InvalidConfig("threshold", threshold, "must be in (0, 1]", "use e.g. 0.8")
@@ -797,6 +824,7 @@ def _vector_params(
     n: int,
     as_json: bool,
 ) -> None:
+    from .lsh import candidate_probability
     from .vectors import (
         VectorConfig,
         hyperplane_collision,

@@ -34,7 +34,10 @@ import gzip
 import io
 import itertools
 import json
+import mmap
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any, overload
@@ -44,6 +47,7 @@ import numpy.typing as npt
 
 from ._directio import SequentialWriter
 from ._errors import InputError, NeardupIOError
+from .config import Config, scratch_bytes
 
 __all__ = ["BadRecord", "Corpus", "detect_format", "iter_jsonl", "read_corpus", "write_subset"]
 
@@ -471,6 +475,7 @@ def read_corpus(
     skip_bad: bool = False,
     on_texts: Callable[[list[str]], None] | None = None,
     on_block: OnBlock | None = None,
+    prefetch: Prefetch | None = None,
 ) -> Corpus:
     """Read every input in order into one :class:`Corpus`.
 
@@ -479,6 +484,8 @@ def read_corpus(
     time, else a file at a time), so that a caller can start on them early.
     ``on_block``, if given, takes instead the JSONL blocks that went through the
     compiled scanner (see :data:`OnBlock`), without building their strings.
+    ``prefetch``, if given, is a :class:`Prefetch` started on the same ``paths``:
+    the files it holds are taken from it instead of being read again.
     """
     if not paths:
         raise InputError("<none>", None, "no input given", "name at least one input file")
@@ -498,7 +505,8 @@ def read_corpus(
     for fi, path in enumerate(paths):
         kind = detect_format(path)
         if kind == "jsonl":
-            _read_jsonl(reader, path, fi, on_texts, on_block)
+            pre = prefetch.chunks(fi, path) if prefetch is not None else None
+            _read_jsonl(reader, path, fi, on_texts, on_block, pre)
         else:
             before = len(corpus.texts)
             if kind == "csv":
@@ -559,19 +567,20 @@ parsing a block holds the GIL that the hashing thread needs between kernel calls
 
 
 def _line_blocks(
-    path: str,
+    path: str, prefetched: Iterator[_Chunk] | None = None
 ) -> Iterator[tuple[Block, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
     """The lines of ``path`` a block at a time: ``(buf, starts, ends)`` with line
     ``i`` being ``buf[starts[i]:ends[i]]`` (split on ``\\n``, without it).
 
-    An uncompressed file is read into one array of its size, a block at a time,
-    and every block is that same array: a line never straddles two buffers, and no
-    per-block buffer is allocated and joined to the previous block's tail (fresh
-    1 MiB buffers cost a page fault per 4 KiB).  Compressed files stream through
-    ``bytes`` blocks.
+    An uncompressed file is read into one array of its size (see
+    :func:`_file_chunks`; ``prefetched`` gives those chunks when a :class:`Prefetch`
+    read them), and every block is that same array: a line never straddles two
+    buffers, and no per-block buffer is allocated and joined to the previous
+    block's tail (fresh 1 MiB buffers cost a page fault per 4 KiB).  Compressed
+    files stream through ``bytes`` blocks.
     """
     if _strip_compression(path)[1] is None:
-        yield from _file_blocks(path)
+        yield from _file_blocks(path, prefetched)
         return
     with _open_binary(path) as raw:
         tail = b""
@@ -598,9 +607,30 @@ def _line_blocks(
             yield tail, np.zeros(1, np.int64), np.array([len(tail)], np.int64)
 
 
-def _file_blocks(
-    path: str,
-) -> Iterator[tuple[Block, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+_Chunk = tuple[npt.NDArray[np.uint8], int, npt.NDArray[np.int64]] | bytes
+"""What :func:`_file_chunks` yields: ``(arr, end, newlines)`` — the file array,
+the bytes read so far and the positions of the newlines read since the previous
+chunk — then once the bytes past the size the file had when opened (``b""``
+unless it grew while being read)."""
+
+
+def _plain_pages(size: int) -> npt.NDArray[np.uint8]:
+    """A zeroed array of ``size`` bytes in anonymous memory of normal pages.
+
+    numpy advises huge pages for large arrays, and with the usual ``defrag=madvise``
+    setting their first touch compacts memory synchronously (see
+    :func:`neardup.job._without_numpy_hugepages`, which cannot cover a read that
+    starts before the job)."""
+    if size == 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)
+
+
+def _file_chunks(
+    path: str, first: int, most: int, stop: threading.Event | None = None
+) -> Iterator[_Chunk]:
+    """Read the uncompressed file ``path`` into one array of its size, in reads of
+    ``first`` bytes doubling up to ``most``, with the newlines of each read."""
     try:
         fh = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -608,25 +638,54 @@ def _file_blocks(
     with fh:
         try:
             size = os.fstat(fh.fileno()).st_size
-            arr = np.empty(size, dtype=np.uint8)
+            arr = _plain_pages(size)
+            is_nl = np.empty(min(size, most), dtype=np.bool_)
             view = arr.data
-            pos = 0  # bytes read
-            line_start = 0  # start of the first line not yet yielded
+            pos = 0
+            step = first
             while pos < size:
-                got = fh.readinto(view[pos : min(size, pos + _BLOCK_BYTES)])
+                if stop is not None and stop.is_set():
+                    return
+                got = fh.readinto(view[pos : min(size, pos + step)])
                 if not got:
                     break  # the file shrank while being read: take what is there
-                nl = np.flatnonzero(arr[pos : pos + got] == 10) + pos
+                hit = np.equal(arr[pos : pos + got], 10, out=is_nl[:got])
+                nl = np.flatnonzero(hit)
+                nl += pos
                 pos += got
-                if nl.size:
-                    starts = np.empty(nl.size, dtype=np.int64)
-                    starts[0] = line_start
-                    starts[1:] = nl[:-1] + 1
-                    line_start = int(nl[-1]) + 1
-                    yield arr, starts, nl.astype(np.int64)
-            rest = fh.read()  # the file grew while being read
+                step = min(step * 2, most)
+                yield arr, pos, nl
+            yield fh.read()  # the file grew while being read
         except OSError as exc:
             raise NeardupIOError(path, exc) from exc
+
+
+def _file_blocks(
+    path: str, prefetched: Iterator[_Chunk] | None = None
+) -> Iterator[tuple[Block, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    chunks = prefetched or _file_chunks(path, _BLOCK_BYTES, _BLOCK_BYTES)
+    arr: npt.NDArray[np.uint8] = np.empty(0, dtype=np.uint8)
+    pos = 0  # bytes read
+    line_start = 0  # start of the first line not yet yielded
+    rest = b""
+    for chunk in chunks:
+        if isinstance(chunk, bytes):
+            rest = chunk
+            break
+        arr, pos, nl = chunk
+        # Blocks of about _BLOCK_BYTES whatever the read size: the scanner holds
+        # the GIL for one block.
+        cut = 0
+        while cut < nl.size:
+            stop = int(np.searchsorted(nl, line_start + _BLOCK_BYTES, side="left")) + 1
+            stop = max(cut + 1, min(stop, nl.size))
+            ends = nl[cut:stop].astype(np.int64)
+            starts = np.empty(ends.size, dtype=np.int64)
+            starts[0] = line_start
+            starts[1:] = ends[:-1] + 1
+            line_start = int(ends[-1]) + 1
+            cut = stop
+            yield arr, starts, ends
     tail = arr[line_start:pos].tobytes() + rest
     if tail:
         # Lines after the last newline of the sized read (rare): as bytes blocks.
@@ -635,6 +694,103 @@ def _file_blocks(
         if bounds[-1] < len(tail):
             bounds = np.r_[bounds, len(tail) + 1]
         yield tail, bounds[:-1], bounds[1:] - 1
+
+
+def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
+    """Planned bytes of an in-memory run over ``inputs``, from their sizes on disk.
+
+    Text is held about three times (as read, as kept for output, normalized);
+    compressed inputs are assumed to expand four times.
+    """
+    total = 0
+    for p in inputs:
+        size = os.path.getsize(p) if os.path.isfile(p) else 0
+        total += size * (4 if p.lower().endswith((".gz", ".zst")) else 1)
+    per_text_byte = 3 + 8 / (6 if config.shingle.kind == "word" else 1)
+    return scratch_bytes(total) + int(total * per_text_byte)
+
+
+def streamable(inputs: Sequence[str]) -> bool:
+    return all(os.path.isfile(p) and detect_format(p) == "jsonl" for p in inputs)
+
+
+class Prefetch:
+    """Plain (uncompressed) JSONL inputs read into memory on a background thread.
+
+    A program with start-up work left (importing and loading compiled kernels)
+    starts this first, then passes it to :func:`read_corpus`, which takes the bytes
+    and line ends from it instead of reading; the reads release the GIL, so they
+    overlap that work.  Each file is read once, into one array of its size, in
+    order; what :func:`read_corpus` gives is the same either way, errors included
+    (they are raised where the reader would have raised them).  Only files that
+    an in-memory run reads whole are worth prefetching.
+
+    Always :meth:`close` it (it stops the thread; idempotent).
+
+    Example::
+
+        pf = Prefetch(["corpus.jsonl"])
+        try:
+            corpus = read_corpus(["corpus.jsonl"], prefetch=pf)
+        finally:
+            pf.close()
+    """
+
+    _FIRST = 4 << 20
+    _MOST = 64 << 20
+    """Reads start small (the consumer may be waiting) and grow: each read and
+    newline search releases the GIL, but taking it back between them can wait a
+    switch interval behind a thread that is importing modules."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.paths = list(paths)
+        self._stop = threading.Event()
+        self._queues: dict[int, queue.SimpleQueue[_Chunk | BaseException | None]] = {
+            i: queue.SimpleQueue()
+            for i, p in enumerate(self.paths)
+            if detect_format(p) == "jsonl"
+            and _strip_compression(p)[1] is None
+            and os.path.isfile(p)
+        }
+        self._thread: threading.Thread | None = threading.Thread(
+            target=self._run, name="neardup-prefetch", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        for i, q in self._queues.items():
+            try:
+                for chunk in _file_chunks(self.paths[i], self._FIRST, self._MOST, self._stop):
+                    q.put(chunk)
+            except BaseException as exc:  # handed to the reader, which raises it
+                q.put(exc)
+            q.put(None)
+            if self._stop.is_set():
+                return
+
+    def chunks(self, index: int, path: str) -> Iterator[_Chunk] | None:
+        """The chunks of input ``index`` (which must be ``path``), or None when it
+        is not prefetched."""
+        q = self._queues.get(index)
+        if q is None or self.paths[index] != path:
+            return None
+        return self._drain(q)
+
+    @staticmethod
+    def _drain(
+        q: queue.SimpleQueue[_Chunk | BaseException | None],
+    ) -> Iterator[_Chunk]:
+        while (item := q.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._queues.clear()
 
 
 def _bulk_records(
@@ -657,6 +813,12 @@ def _bulk_records(
     if ids is not None and None in ids:
         return None
     return texts, ids
+
+
+ID_INT_KIND = 1
+ID_STR_KIND = 2
+"""The scanner's id kinds (:data:`neardup._jsonscan.ID_INT` / ``ID_STR``), here so
+that this module does not import the compiled scanner until it reads JSONL."""
 
 
 OnBlock = Callable[[npt.NDArray[np.uint8], npt.NDArray[np.int64], dict[int, str]], None]
@@ -687,6 +849,7 @@ def _read_jsonl(
     fi: int,
     on_texts: Callable[[list[str]], None] | None = None,
     on_block: OnBlock | None = None,
+    prefetched: Iterator[_Chunk] | None = None,
 ) -> None:
     # Each block goes through the compiled scanner first (:mod:`neardup._jsonscan`):
     # the lines it reads need no Python object but their id.  The lines it leaves
@@ -698,7 +861,7 @@ def _read_jsonl(
     keys = _scan_keys(r)
     c = r.c
     no = 0
-    for buf, starts, ends in _line_blocks(path):
+    for buf, starts, ends in _line_blocks(path, prefetched):
         before = len(c.texts)
         if keys is not None:
             arr = np.frombuffer(buf, dtype=np.uint8)
@@ -719,27 +882,29 @@ def _read_jsonl(
                 c.origins.extend(zip(itertools.repeat(fi), range(no + 1, no + 1 + len(starts))))
                 c.raw_lines.add_block(buf, starts, ends)
             else:
-                keep: list[int] = []
-                others = {}
-                pos_ids: list[Any] = []
-                for k in range(len(starts)):
-                    line_no = no + 1 + k
-                    if handled[k]:
-                        keep.append(k)
-                        pos_ids.append(None)
-                        continue
+                # Only the lines the scanner left take Python: (id, text) of
+                # those that are valid records, by line index in the block.
+                parsed: dict[int, tuple[Any, str]] = {}
+                for k in np.flatnonzero(~handled).tolist():
                     raw_line = bytes(buf[int(starts[k]) : int(ends[k])])
-                    rec = _parse_line(r, path, line_no, raw_line, fast)
+                    rec = _parse_line(r, path, no + 1 + k, raw_line, fast)
                     if rec is not None:
-                        others[len(keep)] = rec[1]
-                        keep.append(k)
-                        pos_ids.append(rec[0])
-                valid = np.asarray(keep, dtype=np.int64)
-                scanned = _scanned_ids(buf, id_kind, id_int, id_start, id_end, valid)
-                for j, (mine, parsed) in enumerate(zip(scanned, pos_ids, strict=True)):
-                    ident = parsed if j in others else mine
-                    c.ids.append(len(c.ids) if r.id_field is None else ident)
-                c.origins.extend((fi, no + 1 + k) for k in keep)
+                        parsed[k] = rec
+                keep_mask = handled.copy()
+                at = np.fromiter(parsed, dtype=np.int64, count=len(parsed))
+                keep_mask[at] = True
+                valid = np.flatnonzero(keep_mask)
+                # Positions of the parsed lines among the kept ones.
+                pos = np.searchsorted(valid, at).tolist()
+                others = {j: rec[1] for j, rec in zip(pos, parsed.values(), strict=True)}
+                if r.id_field is None:
+                    c.ids.extend(range(len(c.ids), len(c.ids) + len(valid)))
+                else:
+                    kept_ids = _scanned_ids(buf, id_kind, id_int, id_start, id_end, valid)
+                    for j, rec in zip(pos, parsed.values(), strict=True):
+                        kept_ids[j] = rec[0]
+                    c.ids.extend(kept_ids)
+                c.origins.extend(zip(itertools.repeat(fi), (valid + (no + 1)).tolist()))
                 c.raw_lines.add_block(buf, starts[valid], ends[valid])
             doc_offsets = np.empty(len(valid) + 1, dtype=np.int64)
             doc_offsets[:-1] = offsets[valid]
@@ -786,20 +951,15 @@ def _scanned_ids(
 ) -> list[Any]:
     """The ids the scanner read for ``rows``: ints, or ASCII strings (their JSON
     spelling has no escape, so the bytes are the string); None where it read none."""
-    out: list[Any] = []
-    for k, v, a, b in zip(
-        kind[rows].tolist(),
-        ints[rows].tolist(),
-        start[rows].tolist(),
-        end[rows].tolist(),
-        strict=True,
-    ):
-        if k == 1:
-            out.append(v)
-        elif k == 2:
-            out.append(bytes(buf[a:b]).decode("ascii"))
+    k = kind[rows]
+    out: list[Any] = ints[rows].tolist()
+    # Integer ids (the common case) need no per-row Python.
+    for j in np.flatnonzero(k != ID_INT_KIND).tolist():
+        if k[j] == ID_STR_KIND:
+            a, b = int(start[rows[j]]), int(end[rows[j]])
+            out[j] = bytes(buf[a:b]).decode("ascii")
         else:
-            out.append(None)
+            out[j] = None
     return out
 
 

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ._errors import MemoryLimitExceeded
 from .config import Config, scratch_bytes
-from .corpus import BadRecord, FieldAppender, detect_format, iter_jsonl
+from .corpus import BadRecord, FieldAppender, in_memory_plan, iter_jsonl
 from .hashing import HashKey, SchemeDescriptor, ShingleSets
 from .minhash import MinHasher, SignatureSet
 from .pipeline import DedupResult, _normalize_and_hash, dedup_sets
@@ -41,27 +41,9 @@ _CHUNK_CHARS = 64 << 20
 _PER_DOC_RAM = 96
 
 
-def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
-    """Planned bytes of an in-memory run over ``inputs``, from their sizes on disk.
-
-    Text is held about three times (as read, as kept for output, normalized);
-    compressed inputs are assumed to expand four times.
-    """
-    total = 0
-    for p in inputs:
-        size = os.path.getsize(p) if os.path.isfile(p) else 0
-        total += size * (4 if p.lower().endswith((".gz", ".zst")) else 1)
-    per_text_byte = 3 + 8 / (6 if config.shingle.kind == "word" else 1)
-    return scratch_bytes(total) + int(total * per_text_byte)
-
-
 def chunk_chars(config: Config) -> int:
     """Characters per index-pass chunk: a fortieth of the memory limit, 256 KiB-64 MiB."""
     return max(256 << 10, min(_CHUNK_CHARS, config.memory_limit // 40))
-
-
-def streamable(inputs: Sequence[str]) -> bool:
-    return all(os.path.isfile(p) and detect_format(p) == "jsonl" for p in inputs)
 
 
 class _Appender:

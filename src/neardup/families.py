@@ -58,6 +58,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import InputError, InvalidConfig
+from ._provenance import PROVENANCE_FIELDS
 from .cluster import UnionFind
 from .config import Config
 from .explain import spans_for_pairs
@@ -76,17 +77,6 @@ __all__ = [
     "family_split",
     "read_decisions",
 ]
-
-PROVENANCE_FIELDS = (
-    "origin_id",
-    "revision_id",
-    "split",
-    "source",
-    "language",
-    "template",
-    "captured_at",
-    "label",
-)
 
 EdgeKind = Literal["exact", "near", "lineage"]
 

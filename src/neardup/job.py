@@ -41,8 +41,15 @@ import numpy.typing as npt
 from ._errors import InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from .cluster import Cluster
 from .config import Config
-from .corpus import BadRecord, Corpus, read_corpus, write_subset
-from .external import in_memory_plan, streamable
+from .corpus import (
+    BadRecord,
+    Corpus,
+    Prefetch,
+    in_memory_plan,
+    read_corpus,
+    streamable,
+    write_subset,
+)
 from .hashing import HashKey, SchemeDescriptor
 from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
@@ -224,6 +231,7 @@ def run_dedup(
     progress: Callable[[str, int, int], None] | None = None,
     spill: bool = False,
     work_dir: str | None = None,
+    prefetch: Prefetch | None = None,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
 
@@ -235,6 +243,10 @@ def run_dedup(
     ``config.memory_limit`` — or with ``spill`` — JSONL inputs are processed out of
     core (:mod:`neardup.external`) with working files under ``work_dir`` (default: a
     temporary folder beside ``output``), removed at the end.
+
+    ``prefetch``, a :class:`~neardup.corpus.Prefetch` the caller started on
+    ``inputs`` (and closes), lets an in-memory run take the bytes it has read; an
+    out-of-core run stops it and streams the files.
     """
     cfg = config or Config()
     set_workers(workers)
@@ -257,6 +269,8 @@ def run_dedup(
                     "not available in an out-of-core run",
                     "raise --memory-limit, or dedup the shards separately",
                 )
+            if prefetch is not None:
+                prefetch.close()
             return _run_spilled(
                 inputs,
                 output,
@@ -284,6 +298,7 @@ def run_dedup(
                 skip_bad=skip_bad,
                 on_texts=None if feeder is None else feeder.feed,
                 on_block=None if feeder is None else feeder.feed_block,
+                prefetch=prefetch,
             )
             read_s = time.perf_counter() - t0
             hashed = None if feeder is None else feeder.finish()
