@@ -267,3 +267,60 @@ def test_in_memory_and_out_of_core_duplicates_are_the_same_bytes(tmp_path: Path)
         assert isinstance(rec["cluster"], int) and "representative" in rec
         if rec.get("tags"):
             assert line.startswith(b'{"id":') and b'"tags":["a","\\u00e9"], "cluster": ' in line
+
+
+_KEYS = ["cluster", "representative"]
+
+
+def _appended_by_parsing(line: bytes, values: list[object]) -> bytes:
+    """FieldAppender's result, worked out the slow way: parse, then either append
+    to the original bytes or re-encode with the keys replaced."""
+    rec = json.loads(line)
+    body = line.rstrip()
+    if not any(k in rec for k in _KEYS):
+        fields = ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
+                           for k, v in zip(_KEYS, values, strict=True))
+        return body[:-1] + b", " + fields.encode() + b"}"
+    rec.update(zip(_KEYS, values, strict=True))
+    return json.dumps(rec, ensure_ascii=False).encode()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"text": "plain"}',
+        b'{"text": "says \\"cluster\\" in quotes"}',
+        b'{"text": "x", "note": "cluster"}',  # the name as a value: parsed, appended
+        b'{"text": "x", "cluster": 3}',
+        b'{"text": "x", "\\u0063luster": 3}',  # the key spelled with an escape
+        b'{"text": "\\u00e9t\\u00e9"}',
+        b'{"text":"x","representative":null}  ',
+        b'{"text": "tab\\there", "n": 1.50}',
+    ],
+)
+@pytest.mark.parametrize("values", [[7, 12], [0, "doc-1"], [True, 1.5]])
+def test_field_appender_equals_parsing_every_line(line: bytes, values: list[object]) -> None:
+    assert C.FieldAppender(_KEYS)(line, values) == _appended_by_parsing(line, values)
+
+
+def test_raw_lines_take_and_prepared_writes(tmp_path: Path) -> None:
+    import numpy as np
+
+    from neardup._directio import SequentialWriter
+
+    lines, expected = _raw_lines_from([[b"a", b"bb", b"ccc"], [b"dd", b"e"]], [b"solo"])
+    lines.append(b"last-without-newline-in-its-block")
+    expected.append(b"last-without-newline-in-its-block")
+    pick = [0, 1, 3, 4, 5, 6]
+    assert lines.take(pick) == [expected[i] for i in pick]
+    assert lines.take(np.array([], dtype=np.int64)) == []
+    with pytest.raises(IndexError):
+        lines.take([len(expected)])
+    want = b"".join(expected[i] + b"\n" for i in pick)
+    got: list[bytes] = []
+    lines.prepare_write(pick)(lambda b: got.append(bytes(b)))
+    assert b"".join(got) == want
+    path = tmp_path / "w.jsonl"
+    with SequentialWriter(str(path), stage_bytes=4096) as w:
+        lines.prepare_write(pick)(w.write)
+    assert path.read_bytes() == want

@@ -102,3 +102,51 @@ def test_falls_back_when_direct_writes_are_refused(
         assert not w.direct
     assert path.read_bytes() == data
     assert calls["n"] > 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    spans=st.lists(st.tuples(st.integers(0, 20_000), st.integers(0, 9000)), max_size=12),
+    stage=st.sampled_from([4096, 8192]),
+)
+def test_span_writes_equal_one_write_per_span(
+    tmp_path_factory: pytest.TempPathFactory, spans: list[tuple[int, int]], stage: int
+) -> None:
+    import numpy as np
+
+    src = np.frombuffer(bytes((i * 13 + 5) % 251 for i in range(30_000)), dtype=np.uint8)
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    ends = np.array([min(a + n, len(src)) for a, n in spans], dtype=np.int64)
+    folder = tmp_path_factory.mktemp("s")
+    with SequentialWriter(str(folder / "spans.bin"), stage_bytes=stage) as w:
+        w.write(b"head")  # spans continue a partly filled stage
+        w.write_spans(src, starts, ends)
+        w.write(b"tail")
+    body = b"".join(src[a:e].tobytes() for a, e in zip(starts, ends, strict=True))
+    expected = b"head" + body + b"tail"
+    assert (folder / "spans.bin").read_bytes() == expected
+
+
+def test_a_failed_span_write_raises_naming_the_file(tmp_path: Path) -> None:
+    import numpy as np
+
+    src = np.zeros(3 * 4096, dtype=np.uint8)
+    w = SequentialWriter(str(tmp_path / "bad.bin"), stage_bytes=4096)
+    # The writer's descriptor now names a read-only file: the compiled write
+    # fails (EBADF), and the write redone in Python raises, naming the file.
+    fd = w._fd
+    os.close(fd)
+    reopened = os.open(os.devnull, os.O_RDONLY)
+    try:
+        if reopened != fd:
+            os.dup2(reopened, fd)
+        with pytest.raises(NeardupIOError, match=r"bad\.bin"):
+            w.write_spans(src, np.array([0], dtype=np.int64), np.array([len(src)], np.int64))
+        # Closing fails the same way, and unmaps the stage although the first
+        # error's traceback still holds a view of it.
+        with pytest.raises(NeardupIOError, match=r"bad\.bin"):
+            w.close()
+        assert w._fd == -1
+    finally:
+        if reopened != fd:
+            os.close(reopened)

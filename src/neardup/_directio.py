@@ -14,11 +14,15 @@ the bytes written are identical either way.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import mmap
 import os
 from types import TracebackType
+
+import numpy as np
+import numpy.typing as npt
 
 from ._errors import NeardupIOError
 
@@ -67,6 +71,7 @@ class SequentialWriter:
         # fallback stages the same way so that small writes become large ones.
         self._stage = mmap.mmap(-1, max(_ALIGN, stage_bytes // _ALIGN * _ALIGN))
         self._view = memoryview(self._stage)
+        self._stage_array: npt.NDArray[np.uint8] | None = None
 
     @property
     def direct(self) -> bool:
@@ -87,6 +92,33 @@ class SequentialWriter:
             if self._fill == cap:
                 self._write_all(self._view)
                 self._fill = 0
+
+    def write_spans(
+        self, src: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+    ) -> None:
+        """Write ``src[starts[i]:ends[i]]`` for each ``i`` in order, as :meth:`write`
+        would one by one, in one compiled call that holds no GIL (copies and
+        writes alike)."""
+        from ._kernels import write_spans
+
+        if self._fd < 0:
+            raise NeardupIOError(self._path, OSError("write to a closed SequentialWriter"))
+        if self._stage_array is None:
+            # Kept on the writer (not in a local a traceback could hold on to),
+            # so that close() can drop it before unmapping the stage.
+            self._stage_array = np.frombuffer(self._stage, dtype=np.uint8)
+        self._size += int((ends - starts).sum())
+        k = off = 0
+        while True:
+            k, off, self._fill, written, ok = write_spans(
+                self._fd, src, starts, ends, k, off, self._stage_array, self._fill
+            )
+            if ok:
+                return
+            # A failed write: finish it here, where errors are raised (and a file
+            # system refusing direct writes is handled as in write()).
+            self._write_all(self._view[written:])
+            self._fill = 0
 
     def _write_all(self, mv: memoryview) -> None:
         try:
@@ -137,7 +169,12 @@ class SequentialWriter:
             os.close(self._fd)
             self._fd = -1
             self._view.release()
-            self._stage.close()
+            self._stage_array = None
+            # After a failed write the error's traceback may still hold a slice
+            # of the stage; the mapping then goes when that does, and the error
+            # being raised is not masked by this one.
+            with contextlib.suppress(BufferError):
+                self._stage.close()
 
     def __enter__(self) -> SequentialWriter:
         return self

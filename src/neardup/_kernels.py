@@ -15,7 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 from numba.typed import Dict
 
 U64 = np.uint64
@@ -656,7 +659,8 @@ def compact_csr(padded, bound_off, counts, indptr):
     return out
 
 
-@njit(parallel=True, cache=True)
+# nogil: a batch run finds exact duplicates (Python) while signatures are computed.
+@njit(parallel=True, cache=True, nogil=True)
 def minhash_kperm(hashes, indptr, a, b, out):
     """Classic k-permutation MinHash with multiply-add-shift permutations.
 
@@ -682,7 +686,7 @@ def _fastrange(v32, k):
     return np.int64((v32 * U64(k)) >> U64(32))
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def minhash_oph(hashes, indptr, k, seed, out):
     """One-permutation MinHash with optimal densification (Shrivastava, 2017).
 
@@ -1186,3 +1190,78 @@ def allpairs_join(tokens, indptr, order, threshold, eps):
                     ru[ne] = uni
                     ne += 1
     return ra[:ne], rb[:ne], ri[:ne], ru[:ne], n_cand
+
+
+@intrinsic
+def _memcpy(typingctx: Any, dst: Any, doff: Any, src: Any, soff: Any, n: Any) -> Any:
+    """``dst[doff:doff + n] = src[soff:soff + n]`` as one ``memcpy`` (1-D uint8
+    arrays, no bounds check: the caller keeps both ranges inside).  numba's slice
+    assignment and an explicit loop both copy about a byte per cycle: 0.08 and
+    0.19 s against 0.02 s for 170 MB of spans."""
+    sig = types.void(dst, doff, src, soff, n)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        d, do, s, so, nn = args
+        da = context.make_array(signature.args[0])(context, builder, d)
+        sa = context.make_array(signature.args[2])(context, builder, s)
+        cgutils.raw_memcpy(builder, builder.gep(da.data, [do]), builder.gep(sa.data, [so]), nn, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _sys_write(typingctx: Any, fd: Any, arr: Any, off: Any, n: Any) -> Any:
+    """POSIX ``write(fd, &arr[off], n)``: bytes written, or -1 (errno is left for
+    the caller to read by retrying from Python).  The symbol is resolved when the
+    kernel is loaded, so the compiled code caches like any other."""
+    sig = types.intp(fd, arr, off, n)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        f, a, o, nn = args
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [ir.IntType(32), ir.IntType(8).as_pointer(), i64])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "write")
+        ary = context.make_array(signature.args[1])(context, builder, a)
+        ptr = builder.gep(ary.data, [o])
+        return builder.call(fn, [builder.trunc(f, ir.IntType(32)), ptr, nn])
+
+    return sig, codegen
+
+
+# nogil: kept.jsonl is written on a thread while the main thread encodes the other
+# outputs; with the copying and the writes in Python, that thread waited for the
+# GIL at every span and every write.
+@njit(cache=True, nogil=True)
+def write_spans(fd, src, starts, ends, k, off, stage, fill):
+    """Copy the spans ``src[starts[i]:ends[i]]`` (from span ``k``, offset ``off``)
+    into ``stage[fill:]``, writing ``stage`` to ``fd`` each time it is full.
+
+    Returns ``(k, off, fill, written, ok)``: where to continue, the bytes staged,
+    and, when ``ok`` is False, that a write of the full stage failed after
+    ``written`` bytes (the caller finishes that write itself, which raises the
+    error or retries).
+    """
+    cap = stage.shape[0]
+    m = starts.shape[0]
+    while k < m:
+        while k < m and fill < cap:
+            a = starts[k] + off
+            e = ends[k]
+            take = min(e - a, cap - fill)
+            _memcpy(stage, fill, src, a, take)  # type: ignore[call-arg]
+            fill += take
+            if a + take < e:
+                off += take
+            else:
+                k += 1
+                off = 0
+        if fill == cap:
+            w = 0
+            while w < cap:
+                got = _sys_write(fd, stage, w, cap - w)  # type: ignore[call-arg, var-annotated]
+                if got <= 0:
+                    return k, off, fill, w, False
+                w += got
+            fill = 0
+    return k, off, fill, 0, True

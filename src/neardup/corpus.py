@@ -162,6 +162,18 @@ class RawLines:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def take(self, indices: Sequence[int] | npt.NDArray[np.int64]) -> list[bytes]:
+        """The lines at ``indices``, as ``[self[i] for i in indices]``."""
+        idx = np.asarray(indices, dtype=np.int64)
+        blk, st, en = self._arrays()
+        if idx.size and not (-len(st) <= int(idx.min()) and int(idx.max()) < len(st)):
+            raise IndexError(int(idx.min()) if int(idx.min()) < -len(st) else int(idx.max()))
+        views = [_view(b) for b in self._blocks]
+        return [
+            bytes(views[b][s:e])
+            for b, s, e in zip(blk[idx].tolist(), st[idx].tolist(), en[idx].tolist(), strict=True)
+        ]
+
     def __iter__(self) -> Iterator[bytes]:
         blk, st, en = self._arrays()
         blocks = self._blocks
@@ -178,22 +190,63 @@ class RawLines:
         Consecutive lines that are adjacent in their block, newline included, go
         out as one slice of the block: one write per run instead of per line.
         """
+        self.prepare_write(indices)(sink)
+
+    def prepare_write(
+        self, indices: Sequence[int] | npt.NDArray[np.int64]
+    ) -> Callable[[Callable[[bytes | memoryview], object]], None]:
+        """:meth:`write` in two steps: the runs are found here (NumPy, a few ms),
+        and the function returned writes them to a sink.  A thread that only
+        writes then never waits for the GIL between NumPy calls (that waiting
+        cost a writer thread 0.1 s while the main thread ran Python); given a
+        :class:`SequentialWriter`'s ``write``, it writes in one compiled call.
+        """
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size == 0:
-            return
+            return lambda sink: None
         blk_all, st_all, en_all = self._arrays()
         blk, st, en = blk_all[idx], st_all[idx], en_all[idx]
         joins = (np.diff(idx) == 1) & (blk[1:] == blk[:-1]) & (st[1:] == en[:-1] + 1)
         first = np.flatnonzero(np.r_[True, ~joins])
         last = np.r_[first[1:] - 1, idx.size - 1]
+        rb, rs, re_ = blk[first], st[first], en[last]
+        # Blocks that are one object (a prefetched file's array) share positions.
+        arrays = [np.frombuffer(b, dtype=np.uint8) for b in self._blocks]
+        first_of: dict[int, int] = {}
+        same = np.array(
+            [first_of.setdefault(id(b), i) for i, b in enumerate(self._blocks)], dtype=np.int64
+        )
+        owner = same[rb]
+        newline = np.zeros(len(rb), dtype=np.bool_)
+        for o in first_of.values():
+            sel = np.flatnonzero(owner == o)
+            if sel.size:
+                src = arrays[o]
+                inside = re_[sel] < len(src)
+                newline[sel[inside]] = src[re_[sel[inside]]] == 10
+        # Groups of runs of one array that each end before a newline: one span
+        # write each; a run without (a last line) goes alone.
+        cut = np.flatnonzero((owner[1:] != owner[:-1]) | ~newline[1:] | ~newline[:-1]) + 1
+        groups = list(zip(np.r_[0, cut].tolist(), np.r_[cut, len(rb)].tolist(), strict=True))
         views = [_view(b) for b in self._blocks]
-        for b, s, e in zip(blk[first].tolist(), st[first].tolist(), en[last].tolist(), strict=True):
-            view = views[b]
-            if e < len(view) and view[e] == 10:
-                sink(view[s : e + 1])
-            else:
-                sink(view[s:e])
-                sink(b"\n")
+
+        def emit(sink: Callable[[bytes | memoryview], object]) -> None:
+            writer = getattr(sink, "__self__", None)
+            spans = isinstance(writer, SequentialWriter) and sink == writer.write
+            for lo, hi in groups:
+                if not newline[lo]:
+                    view = views[int(rb[lo])]
+                    sink(view[int(rs[lo]) : int(re_[lo])])
+                    sink(b"\n")
+                elif spans:
+                    writer.write_spans(arrays[int(owner[lo])], rs[lo:hi], re_[lo:hi] + 1)  # type: ignore[union-attr]
+                else:
+                    for b, s, e in zip(
+                        rb[lo:hi].tolist(), rs[lo:hi].tolist(), re_[lo:hi].tolist(), strict=True
+                    ):
+                        sink(views[b][s : e + 1])
+
+        return emit
 
 
 _Encoded = tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], dict[int, str]]
@@ -1156,28 +1209,67 @@ class FieldAppender:
         self._encode = json.JSONEncoder(ensure_ascii=False).encode
         self._keys = [self._encode(k).encode() + b": " for k in self._names]
         self._loads = _fast_loads() or json.loads
+        # A name without a character that JSON may escape other than as \uXXXX
+        # can name a key of a line only if the line spells it as is, quoted, or
+        # holds a \u escape: lines with neither need not be parsed to know that
+        # they lack it (most lines, so most records are not parsed at all).
+        plain = all(
+            n.isprintable() and not any(c in n for c in '"\\/') for n in self._names
+        )
+        self._spelled = [self._encode(k).encode() for k in self._names] if plain else None
+
+    def _value(self, v: Any) -> bytes:
+        return str(v).encode() if type(v) is int else self._encode(v).encode()
 
     def __call__(self, line: bytes, values: Sequence[Any]) -> bytes:
+        """``line`` is a record the reader accepted: a JSON object (with the text
+        field, so not empty)."""
+        body = line.rstrip()
+        if (
+            self._spelled is not None
+            and body.endswith(b"}")
+            and b"\\u" not in line
+            and not any(k in line for k in self._spelled)
+        ):
+            fields = b", ".join(k + self._value(v) for k, v in zip(self._keys, values, strict=True))
+            return body[:-1] + b", " + fields + b"}"
         try:
             rec = self._loads(line)
         except ValueError:
             rec = json.loads(line)
-        body = line.rstrip()
         if isinstance(rec, dict) and rec and body.endswith(b"}") and not any(
             k in rec for k in self._names
         ):
-            fields = b", ".join(
-                k + self._encode(v).encode() for k, v in zip(self._keys, values, strict=True)
-            )
+            fields = b", ".join(k + self._value(v) for k, v in zip(self._keys, values, strict=True))
             return body[:-1] + b", " + fields + b"}"
         for k, v in zip(self._names, values, strict=True):
             rec[k] = v
         return self._encode(rec).encode()
 
 
+def prepare_subset(
+    corpus: Corpus, indices: Sequence[int] | npt.NDArray[np.int64], path_base: str
+) -> Callable[[], str]:
+    """:func:`write_subset` without extra columns, in two steps: what needs the
+    records' positions is done here, and the function returned writes the file
+    (and returns its path), with little Python left for a writer thread."""
+    if corpus.format != "jsonl":
+        return lambda: write_subset(corpus, indices, path_base)
+    path = path_base + ".jsonl"
+    emit = corpus.raw_lines.prepare_write(indices)
+
+    def write() -> str:
+        # The bulk of a run's output: written around the page cache, see _directio.
+        with SequentialWriter(path) as writer:
+            emit(writer.write)
+        return path
+
+    return write
+
+
 def write_subset(
     corpus: Corpus,
-    indices: Sequence[int],
+    indices: Sequence[int] | npt.NDArray[np.int64],
     path_base: str,
     extra: dict[str, list[Any]] | None = None,
 ) -> str:
@@ -1188,11 +1280,7 @@ def write_subset(
     """
     extra = extra or {}
     if corpus.format == "jsonl" and not extra:
-        path = path_base + ".jsonl"
-        # The bulk of a run's output: written around the page cache, see _directio.
-        with SequentialWriter(path) as writer:
-            corpus.raw_lines.write(writer.write, indices)
-        return path
+        return prepare_subset(corpus, indices, path_base)()
     if corpus.format == "jsonl":
         path = path_base + ".jsonl"
         # The extra fields are appended to the record's own bytes, so that every
@@ -1203,14 +1291,11 @@ def write_subset(
         # json.dumps(rec, ensure_ascii=False) would.
         add = FieldAppender(list(extra))
         columns = list(extra.values())
-        out: list[bytes] = []
         with open(path, "wb") as fh:
-            for t, i in enumerate(indices):
-                out.append(add(corpus.raw_lines[i], [col[t] for col in columns]))
-                if len(out) >= 4096:
-                    fh.write(b"\n".join(out) + b"\n")
-                    out.clear()
-            if out:
+            for lo in range(0, len(indices), 4096):
+                lines = corpus.raw_lines.take(indices[lo : lo + 4096])
+                values = zip(*(col[lo : lo + 4096] for col in columns), strict=True)
+                out = [add(line, vals) for line, vals in zip(lines, values, strict=True)]
                 fh.write(b"\n".join(out) + b"\n")
         return path
     if corpus.format == "txt":

@@ -46,6 +46,7 @@ from .corpus import (
     Corpus,
     Prefetch,
     in_memory_plan,
+    prepare_subset,
     read_corpus,
     streamable,
     write_subset,
@@ -320,9 +321,10 @@ def run_dedup(
             prior=prior,
             progress=progress,
         )
-        ids_all = (prior.ids if prior is not None else []) + [
-            i if isinstance(i, _JSON_SCALARS) else str(i) for i in corpus.ids
-        ]
+        ids = corpus.ids
+        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
+            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
+        ids_all = (prior.ids if prior is not None else []) + list(ids)
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
@@ -542,12 +544,12 @@ def _write_outputs(
     with_report: bool,
 ) -> None:
     n_prior = result.n_prior
-    kept = [int(i) - n_prior for i in result.kept]
-    dups = [int(i) - n_prior for i in result.duplicates]
+    kept = result.kept - n_prior
+    dups = (result.duplicates - n_prior).tolist()
     touching, cluster_of = _touching(result)
     # kept.* is most of the output and its writes wait on the disk with the GIL
     # released: it goes out while this thread encodes the other files.
-    wait_kept = _in_background(write_subset, corpus, kept, os.path.join(tmp, "kept"))
+    wait_kept = _in_background(prepare_subset(corpus, kept, os.path.join(tmp, "kept")))
     try:
         write_subset(
             corpus,

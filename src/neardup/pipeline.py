@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -203,14 +203,16 @@ def _exact_groups(
             normalized[i] = text(i)
         return normalized[i]
 
+    originals: dict[int, str | None] = {}
     for s, e in zip(starts[multi].tolist(), ends[multi].tolist(), strict=True):
         members = sorted(idx[order[s:e]].tolist())
         firsts: list[int] = []
         normalized.clear()
+        originals.clear()
         for m in members:
-            rm = raw(m)
+            rm = originals[m] = raw(m)
             for f in firsts:
-                if rm is not None and rm == raw(f):
+                if rm is not None and rm == originals[f]:
                     same = True
                 else:
                     eb, fb = norm(m), norm(f)
@@ -369,6 +371,38 @@ def _normalize_and_hash(
             break
     sets = parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts)
     return _Hashed(sets, np.concatenate(big_parts), norm_s, hash_s)
+
+
+_R = TypeVar("_R")
+
+
+class _Background(Generic[_R]):
+    """``fn(*args)`` run on a thread (for kernels that release the GIL);
+    :meth:`result` waits for it and returns its value or raises its error."""
+
+    def __init__(self, fn: Callable[..., _R], *args: Any) -> None:
+        self._value: _R | None = None
+        self._error: BaseException | None = None
+        self.seconds = 0.0
+        threads = int(get_num_threads())  # numba's count is per calling thread
+
+        def run() -> None:
+            set_num_threads(threads)
+            t0 = time.perf_counter()
+            try:
+                self._value = fn(*args)
+            except BaseException as exc:  # re-raised by result()
+                self._error = exc
+            self.seconds = time.perf_counter() - t0
+
+        self._thread = threading.Thread(target=run, name="neardup-background", daemon=True)
+        self._thread.start()
+
+    def result(self) -> _R:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return cast(_R, self._value)
 
 
 class HashFeeder:
@@ -675,9 +709,15 @@ def _find_duplicates(
     new_sets, too_large_new = hashed.sets, hashed.too_large
     timings["normalize"] = hashed.normalize_s
     timings["shingle_hash"] = hashed.hash_s
-    t2 = time.perf_counter()
-    new_sigs = MinHasher(cfg, key=key).from_sets(new_sets) if method == "lsh" else None
-    timings["signatures"] = time.perf_counter() - t2
+    pending = _Background(MinHasher(cfg, key=key).from_sets, new_sets) if method == "lsh" else None
+
+    def new_sigs() -> SignatureSet | None:
+        if pending is None:
+            return None
+        sigs = pending.result()
+        timings["signatures"] = pending.seconds
+        return sigs
+
     return dedup_sets(
         new_sets,
         new_sigs,
@@ -698,7 +738,7 @@ def _find_duplicates(
 
 def dedup_sets(
     new_sets: ShingleSets,
-    new_sigs: SignatureSet | None,
+    new_sigs: SignatureSet | Callable[[], SignatureSet | None] | None,
     text_of: Callable[[int], bytes] | None,
     too_large_new: npt.NDArray[np.bool_],
     *,
@@ -717,6 +757,8 @@ def dedup_sets(
 
     This is what :func:`find_duplicates` runs after hashing, and what an
     out-of-core run calls with memory-mapped ``new_sets`` and ``new_sigs``.
+    ``new_sigs`` may also be a function returning them, called once the exact
+    duplicates are found (a batch run computes them meanwhile, in a thread).
     ``text_of(i)`` (the normalized UTF-8 text of new document ``i``) confirms exact
     duplicates byte for byte; without it equal content hashes are confirmed by
     equal shingle-hash sets.  ``raw_of(i)`` (the original text of new document
@@ -758,6 +800,8 @@ def dedup_sets(
     for e in prior_edges:
         _uf_union(parent, e.a, e.b)
     sigs: SignatureSet | None = None
+    if callable(new_sigs):
+        new_sigs = new_sigs()
     if method == "lsh":
         if new_sigs is None:
             raise InvalidConfig(
