@@ -465,6 +465,25 @@ def dedup(
     progress = _Progress(quiet)
     with _errors():
         cfg = _config(opts)
+    summarized = False
+
+    def summarize(stats: dict[str, Any]) -> None:
+        nonlocal summarized
+        summarized = True
+        if not quiet:
+            click.echo(
+                f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
+                f"duplicates {stats['exact_duplicates']}, near duplicates "
+                f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
+                f"{stats['empty']}, too large {stats['too_large']}, bad records "
+                f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
+                f"{stats['predicted_recall_at_threshold']:.4f}"
+                + ("" if dry_run else f"; wrote {output}")
+            )
+        if not progress.bars:
+            # Every output is in place: end here, before the run's memory is freed.
+            _exit_now()
+
     prefetch = _prefetch(list(inputs), cfg, spill)
     try:
         # Loading numba and the kernels (~0.3 s) while the input is being read.
@@ -491,21 +510,13 @@ def dedup(
                 spill=spill,
                 work_dir=work_dir,
                 prefetch=prefetch,
+                on_finished=summarize,
             )
     finally:
         if prefetch is not None:
             prefetch.close()
-    if not quiet:
-        click.echo(
-            f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact duplicates "
-            f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
-            f"{stats['clusters']}, empty {stats['empty']}, too large {stats['too_large']}, bad "
-            f"records {stats['bad_records']}; predicted recall at {stats['threshold']}: "
-            f"{stats['predicted_recall_at_threshold']:.4f}"
-            + ("" if dry_run else f"; wrote {output}")
-        )
-    if not progress.bars:
-        _exit_now()
+    if not summarized:
+        summarize(stats)
 
 
 def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:

@@ -26,6 +26,7 @@ import contextlib
 import functools
 import gc
 import json
+import math
 import os
 import resource
 import shutil
@@ -233,6 +234,7 @@ def run_dedup(
     spill: bool = False,
     work_dir: str | None = None,
     prefetch: Prefetch | None = None,
+    on_finished: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
 
@@ -248,6 +250,10 @@ def run_dedup(
     ``prefetch``, a :class:`~neardup.corpus.Prefetch` the caller started on
     ``inputs`` (and closes), lets an in-memory run take the bytes it has read; an
     out-of-core run stops it and streams the files.
+
+    ``on_finished(stats)``, if given, is called once every output of an in-memory
+    run is written and in place, before the run's memory (about 3x the input) is
+    released: a program that ends there may skip releasing it.
     """
     cfg = config or Config()
     set_workers(workers)
@@ -344,6 +350,8 @@ def run_dedup(
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         _finish(tmp, output, stats, t_start)
         tmp = None
+        if on_finished is not None:
+            on_finished(stats)
         return stats
     finally:
         if tmp is not None:
@@ -389,35 +397,51 @@ def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]
     return touching, cluster_of
 
 
+class _ClusterLines:
+    """clusters.jsonl lines: each exactly ``json.dumps(rec, ensure_ascii=False,
+    sort_keys=True)`` of the cluster's record, assembled from pieces (ids encoded
+    once each), about 3x faster than encoding the nested dicts."""
+
+    def __init__(self, ids: Sequence[Any]) -> None:
+        self._ids = ids
+        self._encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+        self._memo: dict[Any, str] = {}
+
+    def _value(self, v: Any) -> str:
+        t = type(v)
+        if t is int:
+            return str(v)
+        if t is float and math.isfinite(v):
+            return repr(v)  # json spells finite floats with float.__repr__
+        if v is None:
+            return "null"
+        key = (t, v)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._encode(v)
+        return got
+
+    def line(self, new_id: int, c: Cluster) -> str:
+        ids, val = self._ids, self._value
+        edges = ", ".join(
+            f'{{"a": {val(ids[e.a])}, "b": {val(ids[e.b])}, "band": {val(e.band)}, '
+            f'"estimate": {val(e.estimate)}, "jaccard": {val(e.jaccard)}, '
+            f'"method": {val(e.method)}}}'
+            for e in c.edges
+        )
+        members = ", ".join(val(ids[m]) for m in c.members)
+        return (
+            f'{{"cluster": {new_id}, "edges": [{edges}], "members": [{members}], '
+            f'"representative": {val(ids[c.representative])}}}'
+        )
+
+
 def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
-    # One encoder for all lines: the same output as json.dumps(rec, ensure_ascii=False,
-    # sort_keys=True), without building an encoder per cluster.
-    encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
-    lines: list[str] = []
+    lines = _ClusterLines(ids)
     with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
-        for new_id, c in enumerate(touching):
-            rec = {
-                "cluster": new_id,
-                "representative": ids[c.representative],
-                "members": [ids[m] for m in c.members],
-                "edges": [
-                    {
-                        "a": ids[e.a],
-                        "b": ids[e.b],
-                        "jaccard": e.jaccard,
-                        "estimate": e.estimate,
-                        "band": e.band,
-                        "method": e.method,
-                    }
-                    for e in c.edges
-                ],
-            }
-            lines.append(encode(rec))
-            if len(lines) >= 4096:
-                fh.write("\n".join(lines) + "\n")
-                lines.clear()
-        if lines:
-            fh.write("\n".join(lines) + "\n")
+        for lo in range(0, len(touching), 4096):
+            chunk = touching[lo : lo + 4096]
+            fh.write("".join(lines.line(lo + k, c) + "\n" for k, c in enumerate(chunk)))
 
 
 def _write_report(
