@@ -251,3 +251,17 @@ def test_console_script_sets_thread_defaults_before_numpy() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.split() == ["False", "1", "ACTIVE"]
+
+
+def test_start_numba_leaves_the_probed_packages_unloaded_but_importable() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.util as u; from neardup._jit import start_numba; start_numba(); "
+        "mods = ('scipy.linalg', 'cffi', 'yaml'); "
+        "print('numba' in sys.modules, any(sys.modules.get(m) is not None for m in mods), "
+        "all(m not in sys.modules for m in mods))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "True"]

@@ -324,3 +324,16 @@ def test_raw_lines_take_and_prepared_writes(tmp_path: Path) -> None:
     with SequentialWriter(str(path), stage_bytes=4096) as w:
         lines.prepare_write(pick)(w.write)
     assert path.read_bytes() == want
+
+
+def test_text_column_encoded_is_the_utf8_of_each_text(tmp_path: Path) -> None:
+    src = tmp_path / "t.jsonl"
+    lines = [{"text": "plain ascii"}, {"text": "café"}, {"text": "tab\\there"}, {"text": ""}]
+    src.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+    texts = C.read_corpus([str(src)]).texts
+    assert [texts.encoded(i) for i in range(len(texts))] == [t.encode() for t in texts]
+    assert texts.encoded(-1) == b""
+    listed = C.TextColumn(["é", "x"])
+    assert listed.encoded(0) == "é".encode()
+    with pytest.raises(IndexError):
+        texts.encoded(len(texts))

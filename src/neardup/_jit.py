@@ -1,40 +1,36 @@
-"""Starting numba's compiler once per process, without its BLAS probe.
+"""Starting numba once per process, without the optional packages it probes.
 
-The first compiled kernel a process loads makes numba initialise its compiler
-target, which imports its NumPy implementations; one of them checks whether
-``np.dot`` can be compiled by importing ``scipy.linalg`` (when SciPy is installed,
-as in most ML environments).  That import took 0.18 s of a 3 s batch run and
-starts an OpenBLAS thread pool; neardup's kernels call no BLAS.  The command line
-calls :func:`start_numba` before its first kernel so that the probe finds no
-SciPy; numba then merely marks ``np.dot`` as unavailable in compiled code.
+Importing numba and loading the first compiled kernel (which initialises its
+compiler target) import optional packages for features neardup's kernels never
+use: ``scipy.linalg`` (numba checks whether ``np.dot`` can be compiled; 0.18 s of
+a 3 s batch run, and an OpenBLAS thread pool), ``cffi`` with ``pycparser`` (cffi
+function types, 0.03 s) and ``yaml`` (a config file format, 0.01 s).  The
+command line calls :func:`start_numba` before its first kernel, so that numba
+finds them absent and merely leaves those features off.
 """
 
 from __future__ import annotations
 
 import sys
 
-from numba import njit
-
 __all__ = ["start_numba"]
 
-
-@njit(cache=True)
-def _touch(x: int) -> int:
-    return x + 1
+_PROBED = ("scipy.linalg", "cffi", "yaml")
 
 
 def start_numba() -> None:
-    """Initialise numba's compiler target with SciPy hidden from it (a no-op once
-    numba is initialised, and SciPy stays importable afterwards).  For programs
-    that own their process, such as the CLI; a library call must not hide a
-    module that other threads may be importing."""
-    # numba's own import already loads the light ``scipy`` package; the probe's
-    # cost is ``scipy.linalg``.
-    hide = "scipy.linalg" not in sys.modules
-    if hide:
-        sys.modules["scipy.linalg"] = None  # type: ignore[assignment]
+    """Import numba and initialise its compiler target with the packages above
+    hidden from it (a no-op once numba is initialised; they stay importable
+    afterwards).  For programs that own their process, such as the CLI; a library
+    call must not hide a module that other threads may be importing."""
+    hidden = [m for m in _PROBED if m not in sys.modules]
+    for m in hidden:
+        sys.modules[m] = None  # type: ignore[assignment]
     try:
-        _touch(1)
+        from ._jitprobe import touch
+
+        touch(1)
     finally:
-        if hide and "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
-            del sys.modules["scipy.linalg"]
+        for m in hidden:
+            if m in sys.modules and sys.modules[m] is None:
+                del sys.modules[m]

@@ -308,6 +308,25 @@ class TextColumn(Sequence[str]):
             return got
         return buf[offsets[j] : offsets[j + 1]].tobytes().decode("ascii")
 
+    def encoded(self, i: int) -> bytes:
+        """Text ``i`` as UTF-8, without building the ``str`` for scanned texts
+        (two texts are equal exactly when these bytes are)."""
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        k = bisect.bisect_right(self._ends, i)
+        part = self._parts[k]
+        j = i - (self._ends[k - 1] if k else 0)
+        if isinstance(part, list):
+            return part[j].encode()
+        buf, offsets, others = part
+        got = others.get(j)
+        if got is not None:
+            return got.encode()
+        return buf[offsets[j] : offsets[j + 1]].tobytes()
+
     @overload
     def __getitem__(self, i: int) -> str: ...
 

@@ -165,7 +165,7 @@ def _exact_groups(
     n_prior: int,
     sets: ShingleSets,
     eligible: npt.NDArray[np.bool_],
-    raw_of: Callable[[int], str] | None = None,
+    raw_of: Callable[[int], str | bytes] | None = None,
 ) -> tuple[list[Edge], npt.NDArray[np.bool_]]:
     """Exact-content duplicate edges and the mask of group leaders.
 
@@ -180,7 +180,7 @@ def _exact_groups(
     def text(i: int) -> bytes | None:
         return text_of(i - n_prior) if text_of is not None and i >= n_prior else None
 
-    def raw(i: int) -> str | None:
+    def raw(i: int) -> str | bytes | None:
         return raw_of(i - n_prior) if raw_of is not None and i >= n_prior else None
 
     idx = np.flatnonzero(eligible)
@@ -203,7 +203,7 @@ def _exact_groups(
             normalized[i] = text(i)
         return normalized[i]
 
-    originals: dict[int, str | None] = {}
+    originals: dict[int, str | bytes | None] = {}
     for s, e in zip(starts[multi].tolist(), ends[multi].tolist(), strict=True):
         members = sorted(idx[order[s:e]].tolist())
         firsts: list[int] = []
@@ -732,7 +732,7 @@ def _find_duplicates(
         progress=progress,
         timings=timings,
         t0=t0,
-        raw_of=texts.__getitem__,
+        raw_of=getattr(texts, "encoded", texts.__getitem__),
     )
 
 
@@ -751,7 +751,7 @@ def dedup_sets(
     progress: Callable[[str, int, int], None] | None = None,
     timings: dict[str, float] | None = None,
     t0: float | None = None,
-    raw_of: Callable[[int], str] | None = None,
+    raw_of: Callable[[int], str | bytes] | None = None,
 ) -> DedupResult:
     """The stages after hashing, on shingle sets and signatures already computed.
 
