@@ -256,3 +256,16 @@ def test_argsort_keys_is_a_stable_argsort(values: list[int]) -> None:
 def test_argsort_keys_survives_crafted_skew() -> None:
     keys = (np.arange(4000, dtype=np.uint64)[::-1] * np.uint64(3)) & np.uint64(0xFFFF)
     assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+@pytest.mark.parametrize(
+    "sizes", [[], [0], [5, 0, 7], [600_000, 1, 700_000, 0, 300_000], [2_000_000]]
+)
+def test_parallel_concat_equals_numpy(sizes: list[int]) -> None:
+    from neardup.hashing import _concat_parallel
+
+    rng = np.random.default_rng(len(sizes))
+    parts = [rng.integers(0, 2**63, n, dtype=np.uint64) for n in sizes]
+    got = _concat_parallel(parts)
+    want = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    assert got.dtype == np.uint64 and np.array_equal(got, want)

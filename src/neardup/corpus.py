@@ -1243,15 +1243,15 @@ class FieldAppender:
     def __call__(self, line: bytes, values: Sequence[Any]) -> bytes:
         """``line`` is a record the reader accepted: a JSON object (with the text
         field, so not empty)."""
-        body = line.rstrip()
+        body = line if line[-1:] == b"}" else line.rstrip()
         if (
             self._spelled is not None
-            and body.endswith(b"}")
+            and body[-1:] == b"}"
             and b"\\u" not in line
-            and not any(k in line for k in self._spelled)
+            and not any([k in line for k in self._spelled])
         ):
-            fields = b", ".join(k + self._value(v) for k, v in zip(self._keys, values, strict=True))
-            return body[:-1] + b", " + fields + b"}"
+            pairs = zip(self._keys, values, strict=True)
+            return body[:-1] + b", " + b", ".join([k + self._value(v) for k, v in pairs]) + b"}"
         try:
             rec = self._loads(line)
         except ValueError:

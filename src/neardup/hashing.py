@@ -33,11 +33,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
+from numba import get_num_threads
 
 from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
@@ -324,7 +326,7 @@ class ShingleSets:
             [parts[0].indptr[:1]] + [p.indptr[1:] + s for p, s in zip(parts, shifts, strict=True)]
         )
         return ShingleSets(
-            np.concatenate([p.data for p in parts]),
+            _concat_parallel([p.data for p in parts]),
             indptr.astype(np.int64),
             np.concatenate([p.raw_counts for p in parts]),
             np.concatenate([p.truncated for p in parts]),
@@ -335,6 +337,38 @@ class ShingleSets:
 
     def nbytes(self) -> int:
         return int(self.data.nbytes + self.indptr.nbytes)
+
+
+def _concat_parallel(arrays: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np.uint64]:
+    """``np.concatenate(arrays)``, copied by as many threads as numba uses.
+
+    NumPy releases the GIL while it copies, so the threads' copies (and the first
+    touches of the new array's pages, the larger cost) run side by side: a batch
+    run's 200 MB of shingle hashes took 0.075 s on one core."""
+    total = sum(len(a) for a in arrays)
+    workers = min(int(get_num_threads()), len(arrays))
+    if total < (1 << 20) or workers < 2:
+        return np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint64)
+    out = np.empty(total, dtype=arrays[0].dtype)
+    bounds = np.cumsum([0] + [len(a) for a in arrays])
+    # Contiguous groups of parts of about equal size, one per thread.
+    cuts = np.searchsorted(bounds, np.linspace(0, total, workers + 1)[1:-1])
+
+    def copy(lo: int, hi: int) -> None:
+        for k in range(lo, hi):
+            out[bounds[k] : bounds[k + 1]] = arrays[k]
+
+    edges = [0, *[int(c) for c in cuts], len(arrays)]
+    threads = [
+        threading.Thread(target=copy, args=(edges[i], edges[i + 1]), daemon=True)
+        for i in range(1, workers)
+    ]
+    for t in threads:
+        t.start()
+    copy(edges[0], edges[1])
+    for t in threads:
+        t.join()
+    return out
 
 
 def _algo_params(config: Config, key: HashKey | None) -> tuple[int, int, int, int]:

@@ -126,15 +126,17 @@ class Normalizer:
             o_ends: list[int] = []
             prev_end: int | None = None
             for m in _NON_SPACE.finditer(joined):
+                a, b = m.span()
                 if prev_end is not None:
                     out_chars.append(" ")
                     o_starts.append(starts[prev_end])
-                    o_ends.append(ends[m.start() - 1])
-                for i in range(m.start(), m.end()):
-                    out_chars.append(joined[i])
-                    o_starts.append(starts[i])
-                    o_ends.append(ends[i])
-                prev_end = m.end()
+                    o_ends.append(ends[a - 1])
+                # A run of characters at a time (pieces, not characters: only
+                # joined below), not a Python step per character.
+                out_chars.append(joined[a:b])
+                o_starts.extend(starts[a:b])
+                o_ends.extend(ends[a:b])
+                prev_end = b
             chars, starts, ends = out_chars, o_starts, o_ends
         result = "".join(chars)
         return NormalizedText(text, result, tuple(starts), tuple(ends))
