@@ -242,6 +242,76 @@ def _utf8_decode(buf, p, n):
     )
 
 
+@njit(inline="always", cache=True)
+def _ascii_tokens(buf, s, e, word_table, starts, ends):
+    """Token starts and ends of ``buf[s:e]`` into ``starts``/``ends`` (each at least
+    ``e - s + 1`` long); returns the token count, or -1 if a byte is not ASCII.
+
+    Branch-free: every position is stored as a start and as an end and kept by
+    advancing the counts.  The branchy scan mispredicted at both ends of every
+    token, which cost more than the hashing.
+    """
+    prev = np.int64(0)
+    ns = 0
+    ne = 0
+    high = 0
+    for i in range(s, e):
+        b = buf[i]
+        high |= b
+        w = np.int64(word_table[b & 0x7F])
+        starts[ns] = i
+        ns += w & (1 - prev)
+        ends[ne] = i
+        ne += prev & (1 - w)
+        prev = w
+    if high & 0x80:
+        return -1
+    if prev:
+        ends[ne] = e
+    return ns
+
+
+@njit(inline="always", cache=True)
+def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
+    """Tokens of UTF-8 text: each is hashed into ``th`` (the first ``need``) as
+    soon as its end is found, while its bytes are in cache; returns the count."""
+    nw = word_table.shape[0]
+    ntok = 0
+    p = s
+    while p < e:
+        b0 = buf[p]
+        if b0 < 0x80:
+            if word_table[b0] == 0:
+                p += 1
+                continue
+            n = 1
+        else:
+            n = _utf8_len(b0)
+            cp = _utf8_decode(buf, p, n)
+            if not (cp < nw and word_table[cp] != 0):
+                p += n
+                continue
+        t0 = p
+        p += n
+        while p < e:
+            b0 = buf[p]
+            if b0 < 0x80:
+                if word_table[b0] == 0:
+                    break
+                p += 1
+            else:
+                n = _utf8_len(b0)
+                cp = _utf8_decode(buf, p, n)
+                if not (cp < nw and word_table[cp] != 0):
+                    break
+                p += n
+        t1 = p if p < e else e
+        if ntok < need:
+            th[ntok] = _hash(buf, t0, t1 - t0, algo, seed, k0, k1)
+        ntok += 1
+    return ntok
+
+
 @njit(cache=True)
 def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th):
     """Hash the shingles of one document into ``out[o:]``; returns (count, truncated).
@@ -280,44 +350,14 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
             a = starts[i]
             out[o + i] = _hash(buf, a, starts[i + span] - a, algo, seed, k0, k1)
         return nsh, trunc
-    # KIND_WORD: maximal runs of word characters (Python's ``\w`` for str).  Each
-    # token is hashed as soon as its end is found, while its bytes are in cache;
-    # ASCII bytes (most text) need one table lookup and no decoding.
-    nw = word_table.shape[0]
+    # KIND_WORD: maximal runs of word characters (Python's ``\w`` for str).
     need = max_sh + k  # tokens past this only count towards truncation
-    ntok = 0
-    p = s
-    while p < e:
-        b0 = buf[p]
-        if b0 < 0x80:
-            if word_table[b0] == 0:
-                p += 1
-                continue
-            n = 1
-        else:
-            n = _utf8_len(b0)
-            cp = _utf8_decode(buf, p, n)
-            if not (cp < nw and word_table[cp] != 0):
-                p += n
-                continue
-        t0 = p
-        p += n
-        while p < e:
-            b0 = buf[p]
-            if b0 < 0x80:
-                if word_table[b0] == 0:
-                    break
-                p += 1
-            else:
-                n = _utf8_len(b0)
-                cp = _utf8_decode(buf, p, n)
-                if not (cp < nw and word_table[cp] != 0):
-                    break
-                p += n
-        t1 = p if p < e else e
-        if ntok < need:
-            th[ntok] = _hash(buf, t0, t1 - t0, algo, seed, k0, k1)
-        ntok += 1
+    ntok = _ascii_tokens(buf, s, e, word_table, pa, pb)
+    if ntok >= 0:
+        for t in range(min(ntok, need)):
+            th[t] = _hash(buf, pa[t], pb[t] - pa[t], algo, seed, k0, k1)
+    else:
+        ntok = _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th)
     if ntok == 0:
         return 0, False
     nsh = ntok - k + 1 if ntok >= k else 1
