@@ -252,8 +252,8 @@ def _ascii_tokens(buf, s, e, word_table, starts, ends):
     token, which cost more than the hashing.
     """
     prev = np.int64(0)
-    ns = 0
-    ne = 0
+    ns = np.int64(0)
+    ne = np.int64(0)
     high = 0
     for i in range(s, e):
         b = buf[i]
