@@ -148,3 +148,22 @@ def test_reader_gives_the_same_corpus_with_and_without_the_scanner(
         for j in range(len(offs) - 1):
             got.append(others[j] if j in others else buf[offs[j] : offs[j + 1]].decode("ascii"))
     assert got == list(without.texts)
+
+
+@pytest.mark.parametrize("special", ['\\n', '\\"', "\\\\", "\\u0041", "\\u00e9", "é", "\x01", '"'])
+@pytest.mark.parametrize("before", range(0, 19))
+def test_special_bytes_at_every_offset_of_the_eight_byte_scan(special: str, before: int) -> None:
+    # The text is read eight bytes at a time; a special byte (escape, quote,
+    # control or non-ASCII) at each offset of a window must end the window there.
+    body = "a" * before + special + "bcdefghijklmnopq"[: (before * 5) % 17]
+    line = ('{"id": 1, "text": "' + body + '"}').encode()
+    _, (handled, text, offsets, *_) = _scan([line])
+    try:
+        want = json.loads(line)["text"]
+    except ValueError:
+        assert not handled[0]
+        return
+    if handled[0]:
+        assert text[offsets[0] : offsets[1]].tobytes().decode("ascii") == want
+    else:
+        assert not want.isascii() or "\x01" in body  # left to the Python path

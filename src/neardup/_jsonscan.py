@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 __all__ = ["ID_INT", "ID_NONE", "ID_STR", "scan_block"]
 
@@ -74,12 +75,25 @@ def _load8(buf, p):
 
 
 @njit(inline="always", cache=True)
-def _plain8(x):
-    """No byte of ``x`` is a quote, a backslash, below 0x20 or above 0x7F."""
+def _special8(x):
+    """The high bit of each byte of ``x`` that is a quote, a backslash, below 0x20
+    or above 0x7F, at least for the lowest such byte (the subtractions' borrows
+    only run upwards, so bytes above it may be flagged falsely); 0 if none is."""
     q = x ^ _QUOTES
     b = x ^ _SLASHES
-    special = ((q - _LO) & ~q) | ((b - _LO) & ~b) | (x - _SPACES) | x
-    return (special & _HI) == np.uint64(0)
+    return (((q - _LO) & ~q) | ((b - _LO) & ~b) | (x - _SPACES) | x) & _HI
+
+
+@njit(inline="always", cache=True)
+def _plain8(x):
+    """No byte of ``x`` is a quote, a backslash, below 0x20 or above 0x7F."""
+    return _special8(x) == np.uint64(0)
+
+
+@njit(inline="always", cache=True)
+def _store8(out, w, x):
+    for i in range(8):
+        out[w + i] = np.uint8((x >> np.uint64(8 * i)) & np.uint64(0xFF))
 
 
 @njit(inline="always", cache=True)
@@ -151,14 +165,21 @@ def _copy_string(buf, p, e, out, w):
     never longer than its JSON form, so ``out`` needs only the line's length."""
     p += 1
     while p < e:
+        # Eight bytes at a time; at a special byte, the plain bytes before it
+        # are kept and the scan goes straight to it (the 8 bytes stored always
+        # fit: the decoded text so far is no longer than the JSON read).
         while p + 8 <= e:
             x = _load8(buf, p)
-            if not _plain8(x):
-                break
-            for i in range(8):
-                out[w + i] = buf[p + i]
-            p += 8
-            w += 8
+            _store8(out, w, x)
+            m = _special8(x)
+            if m == np.uint64(0):
+                p += 8
+                w += 8
+                continue
+            skip = np.int64(trailing_zeros(m)) >> 3
+            p += skip
+            w += skip
+            break
         if p >= e:
             break
         c = buf[p]
