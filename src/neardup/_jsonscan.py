@@ -176,7 +176,7 @@ def _copy_string(buf, p, e, out, w):
                 p += 8
                 w += 8
                 continue
-            skip = np.int64(trailing_zeros(m)) >> 3
+            skip = np.int64(trailing_zeros(m)) >> 3  # type: ignore[call-arg]
             p += skip
             w += skip
             break
