@@ -445,7 +445,7 @@ def _scan_line(buf, s, e, text_key, id_key, want_id, lits, out, out_span, out_id
 
 
 @njit(cache=True, nogil=True)
-def scan_block(buf, starts, ends, text_key, id_key, want_id):
+def scan_block(buf, starts, ends, text_key, id_key, want_id, out=None):
     """Scan the lines ``buf[starts[i]:ends[i]]`` of a JSONL block.
 
     Returns ``(handled, text, offsets, id_kind, id_int, id_start, id_end)``:
@@ -453,6 +453,8 @@ def scan_block(buf, starts, ends, text_key, id_key, want_id):
     decoded text of the handled lines, line ``i``'s at
     ``text[offsets[i]:offsets[i + 1]]`` (empty for the others); ids as in
     :data:`ID_INT` / :data:`ID_STR` (``id_start``/``id_end`` index ``buf``).
+    ``out``, if at least as long as the lines, receives the text (``text`` is then
+    its start), so that a caller can decode into memory it prepared.
     """
     n = starts.shape[0]
     lits = np.zeros((3, 5), dtype=np.uint8)
@@ -473,7 +475,10 @@ def scan_block(buf, starts, ends, text_key, id_key, want_id):
     total = 0
     for i in range(n):
         total += ends[i] - starts[i]
-    text = np.empty(total, dtype=np.uint8)
+    if out is None or out.shape[0] < total:  # noqa: SIM108 - numba prunes the None branch
+        text = np.empty(total, dtype=np.uint8)
+    else:
+        text = out
     w = 0
     for i in range(n):
         span[0] = w
