@@ -830,6 +830,18 @@ def _union(parent, a, b):
 
 
 @njit(cache=True)
+def component_roots(n, a, b):
+    """Root of each of ``n`` items after joining ``a[i]`` with ``b[i]`` for every
+    ``i``: the smallest index of its connected component."""
+    parent = np.arange(n, dtype=np.int64)
+    for i in range(a.shape[0]):
+        _union(parent, a[i], b[i])
+    for x in range(n):
+        parent[x] = _find(parent, x)
+    return parent
+
+
+@njit(cache=True)
 def _grow(arr, need):
     if need <= arr.shape[0]:
         return arr

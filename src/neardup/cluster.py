@@ -147,26 +147,41 @@ def build_clusters(
     if keep not in KEEP_RULES:
         raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
     edge_list = list(edges)
-    uf = UnionFind(n)
-    for e in edge_list:
-        uf.union(e.a, e.b)
-    roots = uf.roots()
-    groups: dict[int, list[int]] = {}
-    touched = sorted({e.a for e in edge_list} | {e.b for e in edge_list})
-    for m in touched:
-        groups.setdefault(int(roots[m]), []).append(m)
-    by_root: dict[int, list[Edge]] = {}
-    for e in edge_list:
-        by_root.setdefault(int(roots[e.a]), []).append(e)
+    if not edge_list:
+        return []
+    from . import _kernels as K
+
+    m = len(edge_list)
+    ea = np.fromiter((e.a for e in edge_list), dtype=np.int64, count=m)
+    eb = np.fromiter((e.b for e in edge_list), dtype=np.int64, count=m)
+    # Union-find compiled, then grouping by sorting: the Python union-find and
+    # dictionaries took 0.05 s for 19k edges.
+    roots = K.component_roots(n, ea, eb)
+    touched = np.unique(np.concatenate([ea, eb]))  # ascending
+    member_roots = roots[touched]
+    by_member = np.argsort(member_roots, kind="stable")  # members stay ascending
+    member_list = touched[by_member].tolist()
+    starts = np.flatnonzero(np.r_[True, np.diff(member_roots[by_member]) != 0])
+    ends = np.r_[starts[1:], len(member_list)]
+    edge_roots = roots[ea]
+    by_edge = np.argsort(edge_roots, kind="stable")  # edges keep their given order
+    edge_order = by_edge.tolist()
+    cluster_roots = member_roots[by_member][starts]
+    edge_starts = np.searchsorted(edge_roots[by_edge], cluster_roots, side="left").tolist()
+    edge_ends = np.searchsorted(edge_roots[by_edge], cluster_roots, side="right").tolist()
     out: list[Cluster] = []
-    for cid, root in enumerate(sorted(groups)):
-        members = tuple(sorted(groups[root]))
+    # Roots are the smallest members, so clusters come in order of their smallest
+    # member, as they are numbered.
+    for cid, (s, e, es, ee) in enumerate(
+        zip(starts.tolist(), ends.tolist(), edge_starts, edge_ends, strict=True)
+    ):
+        members = tuple(member_list[s:e])
         out.append(
             Cluster(
                 id=cid,
                 representative=choose_representative(members, keep, lengths),
                 members=members,
-                edges=tuple(by_root.get(root, [])),
+                edges=tuple(edge_list[i] for i in edge_order[es:ee]),
             )
         )
     return out
