@@ -337,3 +337,38 @@ def test_text_column_encoded_is_the_utf8_of_each_text(tmp_path: Path) -> None:
     assert listed.encoded(0) == "é".encode()
     with pytest.raises(IndexError):
         texts.encoded(len(texts))
+
+
+_APPEND_LINES = [
+    b'{"text": "plain"}',
+    b'{"text": "says \\"cluster\\" in quotes"}',
+    b'{"text": "x", "note": "cluster"}',
+    b'{"text": "x", "cluster": 3}',
+    b'{"text": "x", "\\u0063luster": 3}',
+    b'{"text": "\\u00e9t\\u00e9"}',
+    b'{"text":"x","representative":null}  ',
+    b'{"text": "tab\\there", "n": 1.50}\r',
+    b'{"text": "caf\xc3\xa9"}',
+]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, len(_APPEND_LINES) - 1), max_size=12),
+    values=st.lists(
+        st.tuples(st.integers(-5, 10**12), st.one_of(st.integers(), st.text(max_size=5))),
+        min_size=12,
+        max_size=12,
+    ),
+    names=st.sampled_from([_KEYS, ["cluster"], ["a/b", "c"]]),
+)
+def test_field_appender_many_equals_one_line_at_a_time(
+    picks: list[int], values: list[tuple[int, object]], names: list[str]
+) -> None:
+    lines, _ = _raw_lines_from([[_APPEND_LINES[i] for i in picks]], [])
+    columns = [[v[f] for v in values[: len(picks)]] for f in range(len(names))]
+    add = C.FieldAppender(names)
+    want = b"".join(
+        add(_APPEND_LINES[i], [col[t] for col in columns]) + b"\n" for t, i in enumerate(picks)
+    )
+    assert add.many(lines, list(range(len(picks))), columns) == want
