@@ -265,3 +265,51 @@ def test_start_numba_leaves_the_probed_packages_unloaded_but_importable() -> Non
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "True"]
+
+
+_FAST_LOAD_SCRIPT = """
+import sys
+from neardup._jit import start_numba
+start_numba()
+from neardup import Config, find_duplicates
+base = "the quick brown fox jumps over the lazy dog near the river bank today "
+texts = [base * 3, base * 3 + "again", "something else entirely, with other words " * 4]
+result = find_duplicates(texts, config=Config(threshold=0.5))
+print(sorted(result.pairs()), "numba.np.arraymath" in sys.modules)
+"""
+
+
+def test_start_numba_loads_cached_kernels_without_the_compiler_registry() -> None:
+    import subprocess
+    import sys
+
+    def run(code: str) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip().rsplit(" ", 1)
+
+    run(_FAST_LOAD_SCRIPT)  # compiles whatever is not cached yet
+    pairs, registry_loaded = run(_FAST_LOAD_SCRIPT)
+    assert pairs == "[(0, 1)]"
+    # Everything came from the cache, so numba's lowering rules were never imported.
+    assert registry_loaded == "False"
+
+
+def test_start_numba_falls_back_to_numbas_own_load_when_a_fast_load_fails() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "from numba.core import caching\n"
+        "caching.Cache._load_overload_orig = caching.Cache._load_overload\n"
+        "calls = []\n"
+        "def flaky(self, sig, ctx):\n"
+        "    calls.append(1)\n"
+        "    if len(calls) == 1:\n"
+        "        raise RuntimeError('needs the registry')\n"
+        "    return caching.Cache._load_overload_orig(self, sig, ctx)\n"
+        "caching.Cache._load_overload = flaky\n" + _FAST_LOAD_SCRIPT
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().rsplit(" ", 1)[0] == "[(0, 1)]"
