@@ -4,6 +4,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup import (
     Config,
@@ -217,3 +219,52 @@ def test_merge_same_scheme_only() -> None:
         a.merge(c)
     with pytest.raises(SchemeMismatch):
         a.insert("z", other.signature("red fox"))
+
+
+def _reference_runs(keys: np.ndarray, active: np.ndarray, band: int) -> list[int]:
+    """Buckets of >= 2 active members in ascending key order, members in index
+    order, the first of each tagged: what the join walks, by brute force."""
+    members: dict[int, list[int]] = {}
+    for d in range(keys.shape[0]):
+        if active[d]:
+            members.setdefault(int(keys[d, band]), []).append(d)
+    out: list[int] = []
+    for key in sorted(members):
+        docs = members[key]
+        if len(docs) >= 2:
+            out.append(docs[0] | (1 << 63))
+            out.extend(docs[1:])
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(0, 3000),
+    bands=st.integers(1, 5),
+    pool=st.sampled_from(["uniform", "few", "shared_top_bits", "small_values"]),
+    layout=st.sampled_from(["C", "F"]),
+    threads=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_band_runs_match_a_brute_force_grouping(
+    n: int, bands: int, pool: str, layout: str, threads: int, seed: int
+) -> None:
+    from neardup import _kernels as K
+
+    rng = np.random.default_rng(seed)
+    if pool == "uniform":
+        keys = rng.integers(0, 2**64, (n, bands), dtype=np.uint64, endpoint=False)
+    elif pool == "few":  # big buckets of equal keys
+        keys = rng.integers(0, 2**64, 7, dtype=np.uint64)[rng.integers(0, 7, (n, bands))]
+    elif pool == "shared_top_bits":  # distinct keys crowding one bucket of each level
+        keys = (np.uint64(0xABC) << np.uint64(52)) | rng.integers(0, 500, (n, bands)).astype(
+            np.uint64
+        )
+    else:
+        keys = rng.integers(0, 40, (n, bands)).astype(np.uint64)
+    keys = np.asarray(keys, order=layout)  # type: ignore[call-overload]
+    active = rng.random(n) < 0.9
+    runs = keys.copy(order=layout)
+    counts = K._band_runs(runs, active, threads)
+    for b in range(bands):
+        assert runs[: counts[b], b].tolist() == _reference_runs(keys, active, b)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import get_num_threads, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.typed import Dict
@@ -872,8 +872,34 @@ _RUN_START = np.uint64(1 << 63)
 _RUN_DOC = np.uint64((1 << 63) - 1)
 
 
+_RUN_TOP_BITS = 10
+"""First-level buckets of the band sort: 1024 write streams and counters that stay
+in L1, then a second level sized to about one key per bucket within each."""
+
+
+@njit(inline="always", cache=True)
+def _sort_keyed(ks, ix, s, e):
+    """Stable sort of ``ks[s:e]`` carrying ``ix`` along (insertion for the few keys
+    a bucket usually holds; a skewed bucket falls back to a stable mergesort)."""
+    if e - s > 32:
+        o = np.argsort(ks[s:e], kind="mergesort")
+        ks[s:e] = ks[s:e][o]
+        ix[s:e] = ix[s:e][o]
+        return
+    for i in range(s + 1, e):
+        kx = ks[i]
+        xx = ix[i]
+        j = i - 1
+        while j >= s and ks[j] > kx:
+            ks[j + 1] = ks[j]
+            ix[j + 1] = ix[j]
+            j -= 1
+        ks[j + 1] = kx
+        ix[j + 1] = xx
+
+
 @njit(parallel=True, cache=True)
-def _band_runs(keys, active):
+def _band_runs(keys, active, threads):
     """Sort each band's keys and write its buckets of two or more members back into
     the band's column of ``keys``; returns the number of entries written per band.
 
@@ -882,6 +908,14 @@ def _band_runs(keys, active):
     ``_RUN_START``.  Each band reads only its own column before overwriting it, so
     bands run in parallel; the serial walk (:func:`_join_runs`) then touches only
     the buckets that can yield pairs instead of every document of every band.
+
+    The sort is a stable two-level bucket sort on the keys' top bits (they are
+    uniform hashes): 1024 buckets first, then about one key per sub-bucket, with
+    all scratch in a few arrays per thread.  One level of ~n buckets missed the
+    caches on every key (0.10 s -> 0.06 s for 21 bands of 363k keys).  Keys laid
+    out band-major (``order="F"``) are read sequentially.  ``threads`` bands are
+    sorted at once (numba's thread count, passed in: reading it in here would keep
+    the kernel out of numba's cache).
     """
     n = keys.shape[0]
     nb = keys.shape[1]
@@ -892,26 +926,80 @@ def _band_runs(keys, active):
             idx[m] = d
             m += 1
     counts = np.zeros(nb, dtype=np.int64)
-    for bnd in prange(nb):
-        col = np.empty(m, dtype=np.uint64)
-        for i in range(m):
-            col[i] = keys[idx[i], bnd]
-        order = argsort_keys(col)
-        w = 0
-        start = 0
-        while start < m:
-            kv = col[order[start]]
-            stop = start + 1
-            while stop < m and col[order[stop]] == kv:
-                stop += 1
-            if stop - start >= 2:
-                keys[w, bnd] = U64(idx[order[start]]) | _RUN_START
-                w += 1
-                for t in range(start + 1, stop):
-                    keys[w, bnd] = U64(idx[order[t]])
-                    w += 1
-            start = stop
-        counts[bnd] = w
+    top = 1 << _RUN_TOP_BITS
+    sh1 = U64(64 - _RUN_TOP_BITS)
+    max_sub_bits = 20  # 8 MiB of counters at most, whatever a skewed bucket holds
+    lanes = max(1, min(nb, threads))
+    for lane in prange(lanes):
+        st1 = np.empty(top + 1, dtype=np.int64)
+        fill = np.empty(top, dtype=np.int64)
+        ks = np.empty(m, dtype=np.uint64)
+        ix = np.empty(m, dtype=np.int64)
+        ks2 = np.empty(m, dtype=np.uint64)
+        ix2 = np.empty(m, dtype=np.int64)
+        st2 = np.empty(1, dtype=np.int64)
+        fill2 = np.empty(1, dtype=np.int64)
+        for bnd in range(lane, nb, lanes):
+            st1[:] = 0
+            for i in range(m):
+                st1[np.int64(keys[idx[i], bnd] >> sh1) + 1] += 1
+            for b in range(top):
+                st1[b + 1] += st1[b]
+            fill[:] = st1[:top]
+            for i in range(m):
+                d = idx[i]
+                kv = keys[d, bnd]
+                b = np.int64(kv >> sh1)
+                p = fill[b]
+                ks[p] = kv
+                ix[p] = d
+                fill[b] = p + 1
+            w = 0
+            for bk in range(top):
+                s = st1[bk]
+                e = st1[bk + 1]
+                if e - s < 2:
+                    continue
+                b2 = 1
+                while (1 << b2) < e - s and b2 < max_sub_bits:
+                    b2 += 1
+                sub = 1 << b2
+                if st2.shape[0] < sub + 1:
+                    st2 = np.empty(sub + 1, dtype=np.int64)
+                    fill2 = np.empty(sub, dtype=np.int64)
+                sh2 = U64(64 - _RUN_TOP_BITS - b2)
+                mask = U64(sub - 1)
+                st2[: sub + 1] = 0
+                for i in range(s, e):
+                    st2[np.int64((ks[i] >> sh2) & mask) + 1] += 1
+                for b in range(sub):
+                    st2[b + 1] += st2[b]
+                    fill2[b] = st2[b] + s
+                for i in range(s, e):
+                    b = np.int64((ks[i] >> sh2) & mask)
+                    p = fill2[b]
+                    ks2[p] = ks[i]
+                    ix2[p] = ix[i]
+                    fill2[b] = p + 1
+                for b in range(sub):
+                    s2 = st2[b] + s
+                    e2 = st2[b + 1] + s
+                    if e2 - s2 < 2:
+                        continue
+                    _sort_keyed(ks2, ix2, s2, e2)
+                    t = s2
+                    while t < e2:
+                        u = t + 1
+                        while u < e2 and ks2[u] == ks2[t]:
+                            u += 1
+                        if u - t >= 2:
+                            keys[w, bnd] = U64(ix2[t]) | _RUN_START
+                            w += 1
+                            for v in range(t + 1, u):
+                                keys[w, bnd] = U64(ix2[v])
+                                w += 1
+                        t = u
+            counts[bnd] = w
     return counts
 
 
@@ -1027,8 +1115,9 @@ def band_join(
 ) -> Any:
     """Walk the buckets of bands [band_lo, band_lo + keys.shape[1]) and verify pairs.
 
-    ``keys`` is (n, bands in this round) uint64 and is consumed (overwritten with
-    the buckets, see :func:`_band_runs`); only rows with ``active`` set take
+    ``keys`` is (n, bands in this round) uint64, fastest laid out band-major
+    (``order="F"``), and is consumed (overwritten with the buckets, see
+    :func:`_band_runs`); only rows with ``active`` set take
     part.  ``parent`` (union-find) and ``seen`` (pairs already handled) carry over
     from one round to the next, so bands may be processed a few at a time.  Within a
     bucket, members are visited in index order and each is paired with at most
@@ -1051,7 +1140,7 @@ def band_join(
     # because union-find and the pair memo make its result order-dependent.  Split
     # this way the walk costs O(bucketed entries) instead of O(n) per band, which
     # measured 1.3 s -> 0.25 s on 300k documents x 21 bands.
-    counts = _band_runs(keys, active)
+    counts = _band_runs(keys, active, get_num_threads())
     return _join_runs(
         keys,
         counts,

@@ -232,7 +232,7 @@ def candidate_pairs(signatures: SignatureSet, *, max_candidates: int = 64) -> Ca
     if max_candidates < 1:
         raise InvalidConfig("max_candidates", max_candidates, "must be >= 1", "use e.g. 64")
     n = len(signatures)
-    keys = signatures.band_keys()
+    keys = signatures.band_keys(order="F")
     parent = np.arange(n, dtype=np.int64)
     empty_u64 = np.zeros(1, dtype=np.uint64)
     indptr = np.zeros(n + 1, dtype=np.int64)

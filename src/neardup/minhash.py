@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -139,9 +140,18 @@ class SignatureSet:
         return float(np.count_nonzero(self.matrix[i] == self.matrix[j])) / int(self.matrix.shape[1])
 
     def band_keys(
-        self, *, seed: int = 0, lo: int = 0, hi: int | None = None
+        self,
+        *,
+        seed: int = 0,
+        lo: int = 0,
+        hi: int | None = None,
+        order: Literal["C", "F"] = "C",
     ) -> npt.NDArray[np.uint64]:
-        """(n, hi - lo) array of 64-bit bucket keys of bands [lo, hi) (default: all)."""
+        """(n, hi - lo) array of 64-bit bucket keys of bands [lo, hi) (default: all).
+
+        ``order="F"`` lays each band's keys out contiguously (same values), which
+        is what sorting the bands for a join reads.
+        """
         top = self.scheme.bands if hi is None else hi
         if not 0 <= lo <= top <= self.scheme.bands:
             raise InvalidConfig(
@@ -150,7 +160,9 @@ class SignatureSet:
                 f"outside 0..{self.scheme.bands}",
                 f"use 0 <= lo <= hi <= {self.scheme.bands}",
             )
-        out = np.empty((len(self), top - lo), dtype=np.uint64)
+        if order not in ("C", "F"):
+            raise InvalidConfig("order", order, "unknown memory order", "use 'C' or 'F'")
+        out = np.empty((len(self), top - lo), dtype=np.uint64, order=order)
         K.band_keys(self.matrix, lo, top, self.scheme.rows, np.uint64(seed), out)
         return out
 

@@ -825,7 +825,7 @@ def dedup_sets(
         for lo in range(0, bands, per_round):
             hi = min(bands, lo + per_round)
             tk = time.perf_counter()
-            keys = sigs.band_keys(lo=lo, hi=hi)
+            keys = sigs.band_keys(lo=lo, hi=hi, order="F")
             band_s += time.perf_counter() - tk
             ra, rb, rband, rinter, runion, rmatch, c1, c2, c3, c4 = K.band_join(
                 keys,
