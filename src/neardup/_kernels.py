@@ -949,11 +949,11 @@ def _band_runs(keys, active, threads):
             for i in range(m):
                 d = idx[i]
                 kv = keys[d, bnd]
-                b = np.int64(kv >> sh1)
-                p = fill[b]
+                slot = np.int64(kv >> sh1)
+                p = fill[slot]
                 ks[p] = kv
                 ix[p] = d
-                fill[b] = p + 1
+                fill[slot] = p + 1
             w = 0
             for bk in range(top):
                 s = st1[bk]
@@ -976,11 +976,11 @@ def _band_runs(keys, active, threads):
                     st2[b + 1] += st2[b]
                     fill2[b] = st2[b] + s
                 for i in range(s, e):
-                    b = np.int64((ks[i] >> sh2) & mask)
-                    p = fill2[b]
+                    slot = np.int64((ks[i] >> sh2) & mask)
+                    p = fill2[slot]
                     ks2[p] = ks[i]
                     ix2[p] = ix[i]
-                    fill2[b] = p + 1
+                    fill2[slot] = p + 1
                 for b in range(sub):
                     s2 = st2[b] + s
                     e2 = st2[b + 1] + s
