@@ -807,6 +807,16 @@ def intersect_count(a, a0, a1, b, b0, b1):
     return c
 
 
+@njit(inline="always", cache=True)
+def _row_matches(sig, a, b):
+    """Signature rows on which documents ``a`` and ``b`` agree."""
+    matches = 0
+    for p in range(sig.shape[1]):
+        if sig[a, p] == sig[b, p]:
+            matches += 1
+    return matches
+
+
 @njit(cache=True)
 def _find(parent, x):
     while parent[x] != x:
@@ -1047,16 +1057,14 @@ def _join_runs(
                     if pk in seen:
                         continue
                     n_cand += 1
-                    matches = 0
-                    for p in range(k):
-                        if sig[a, p] == sig[b, p]:
-                            matches += 1
                     inter = -1
                     uni = -1
+                    matches = -1
                     if mode == MODE_CANDIDATES:
                         ok = True
                     elif use_estimate:
                         n_ver += 1
+                        matches = _row_matches(sig, a, b)
                         ok = matches >= threshold * k
                     else:
                         n_ver += 1
@@ -1068,6 +1076,10 @@ def _join_runs(
                     if mode != MODE_FOREST or not ok:
                         seen[pk] = np.int8(1)
                     if ok:
+                        if matches < 0:
+                            # Only kept pairs report an estimate: most candidates
+                            # that fail exact verification never need one.
+                            matches = _row_matches(sig, a, b)
                         if mode != MODE_CANDIDATES:
                             _union(parent, a, b)
                         if ne >= ea.shape[0]:
