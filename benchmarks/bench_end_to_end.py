@@ -640,6 +640,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scale-docs", type=int, default=SCALE_DOCS,
                    help=f"documents of the scale corpus (default {SCALE_DOCS:,})")
     p.add_argument("--skip-scale", action="store_true", help="skip the 1M-document run")
+    p.add_argument("--scale-repeats", type=int, default=3,
+                   help="runs per pipeline at scale (default 3: one run of 2 GiB in a VM "
+                        "that has just freed another's memory can take 1.5x as long)")
     p.add_argument("--datasketch-docs", type=int, default=0,
                    help="time datasketch (and neardup, rensa) on the first N documents "
                         "instead of the full corpus (default 0: the full corpus)")
@@ -659,6 +662,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if a.quick:
         a.docs = min(a.docs or 2000, 2000)
         a.repeats = 1
+        a.scale_repeats = 1
         a.scale_docs = min(a.scale_docs, 20_000)
     return a
 
@@ -712,7 +716,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "params": {"threshold": THRESHOLD, "high_bin": HIGH, "shingles": "word 5-grams",
                    "num_perm": NUM_PERM, "seed": SEED, "rensa_num_bands": RENSA_BANDS,
-                   "repeats": a.repeats, "peer_chunk_docs": CHUNK, "quick": a.quick,
+                   "repeats": a.repeats, "scale_repeats": a.scale_repeats,
+                   "peer_chunk_docs": CHUNK, "quick": a.quick,
                    "docs_arg": a.docs, "datasketch_docs": a.datasketch_docs},
         "corpus": {k: v for k, v in meta.items() if k not in ("path", "parents_path")},
     }
@@ -807,8 +812,8 @@ def run_scale(a: argparse.Namespace, work: Path) -> dict[str, Any]:
     keep = work / "kept-scale"
     keep.mkdir()
     names = ["neardup_lsh"] + ([] if a.no_scale_peers else ["rensa"])
-    timing = time_pipelines(names, spath, work, 1, meta["n_docs"], meta["text_bytes"], keep,
-                            a.peer_timeout, "scale")
+    timing = time_pipelines(names, spath, work, a.scale_repeats, meta["n_docs"],
+                            meta["text_bytes"], keep, a.peer_timeout, "scale")
     out: dict[str, Any] = {
         "corpus": {k: v for k, v in meta.items() if k != "path"},
         "construction": f"neardup.synthetic_documents({meta['base_docs']}, seed="
