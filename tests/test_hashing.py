@@ -269,3 +269,47 @@ def test_parallel_concat_equals_numpy(sizes: list[int]) -> None:
     got = _concat_parallel(parts)
     want = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
     assert got.dtype == np.uint64 and np.array_equal(got, want)
+
+
+def test_hash_sink_places_batches_in_order_whoever_registers_first() -> None:
+    import threading
+
+    from neardup.hashing import HashSink
+
+    sink = HashSink(100)
+    got: dict[int, np.ndarray | None] = {}
+
+    def put(batch: int, size: int) -> None:
+        got[batch] = sink.place(batch, size)
+
+    late = threading.Thread(target=put, args=(1, 7))
+    late.start()  # waits for batch 0
+    late.join(0.05)
+    assert late.is_alive() and 1 not in got
+    put(0, 5)
+    late.join(5)
+    assert not late.is_alive()
+    put(2, 0)
+    a0, a1, a2 = got[0], got[1], got[2]
+    assert a0 is not None and a1 is not None and a2 is not None
+    a0[:] = 1
+    a1[:] = 2
+    assert len(a2) == 0 and sink.filled == 12 and sink.contiguous
+    sink.release(1)  # already placed: no effect
+    assert sink.contiguous
+
+
+def test_hash_sink_overflow_and_release_end_contiguity() -> None:
+    from neardup.hashing import HashSink
+
+    sink = HashSink(10)
+    assert sink.place(0, 6) is not None
+    assert sink.place(1, 6) is None  # does not fit
+    assert sink.place(2, 1) is None  # nor anything after it
+    assert not sink.contiguous
+
+    sink = HashSink(10)
+    sink.release(0)  # e.g. the batch failed before it had a size
+    assert sink.place(1, 1) is None and not sink.contiguous
+    with pytest.raises(ValueError, match="twice"):
+        sink.place(1, 1)

@@ -256,7 +256,11 @@ def test_pairs_expand_identical_groups_to_match_the_oracle() -> None:
     assert res.pairs(expand_identical=False) <= got
 
 
-def test_hash_feeder_equals_batch_hashing() -> None:
+@pytest.mark.parametrize(
+    "capacity",
+    [0, 10**7, 2000],  # no sink; a sink every chunk fits in; one that overflows midway
+)
+def test_hash_feeder_equals_batch_hashing(capacity: int) -> None:
     from neardup.hashing import SchemeDescriptor
     from neardup.pipeline import HashFeeder, _normalize_and_hash
 
@@ -264,7 +268,7 @@ def test_hash_feeder_equals_batch_hashing() -> None:
     scheme = SchemeDescriptor.from_config(cfg)
     texts = [*stdlib_paragraphs(limit=300), "", "Ｆｏｘ  RUNS", "x" * 5000]
     ref = _normalize_and_hash(texts, cfg, None, scheme, None)
-    feeder = HashFeeder(cfg, None, scheme, chunk_bytes=4000)
+    feeder = HashFeeder(cfg, None, scheme, chunk_bytes=4000, capacity=capacity)
     try:
         for lo in range(0, len(texts), 37):  # uneven batches, several chunks each
             feeder.feed(texts[lo : lo + 37])
@@ -274,7 +278,14 @@ def test_hash_feeder_equals_batch_hashing() -> None:
     for name in ("data", "indptr", "raw_counts", "truncated", "content_hash", "byte_lengths"):
         assert np.array_equal(getattr(got.sets, name), getattr(ref.sets, name)), name
     assert np.array_equal(got.too_large, ref.too_large)
-    empty = HashFeeder(cfg, None, scheme)
+    sink = feeder._sink
+    if capacity == 10**7:
+        # Every chunk's hashes were compacted in place: the result is the sink.
+        assert sink is not None and sink.contiguous
+        assert np.shares_memory(got.sets.data, sink.array)
+    elif capacity == 2000:
+        assert sink is not None and not sink.contiguous
+    empty = HashFeeder(cfg, None, scheme, capacity=capacity)
     assert len(empty.finish().sets) == 0
 
 
@@ -293,7 +304,11 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(P, "_hash_kernel", flaky)
     cfg = Config()
-    feeder = P.HashFeeder(cfg, None, SchemeDescriptor.from_config(cfg), chunk_bytes=1)
+    # With a sink: the failed and the drained chunks still give up their places, so
+    # no worker waits forever for them.
+    feeder = P.HashFeeder(
+        cfg, None, SchemeDescriptor.from_config(cfg), chunk_bytes=1, capacity=10**6
+    )
     workers = len(feeder._threads)
     feeder.feed(["some text here"] * 40)  # more chunks than the queue holds
     with pytest.raises(RuntimeError, match="boom"):

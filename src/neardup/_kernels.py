@@ -689,14 +689,21 @@ def hash_shingles(
 
 @njit(parallel=True, cache=True, nogil=True)
 def compact_csr(padded, bound_off, counts, indptr):
+    out = np.empty(indptr[counts.shape[0]], dtype=padded.dtype)
+    compact_csr_into(padded, bound_off, counts, indptr, out)
+    return out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def compact_csr_into(padded, bound_off, counts, indptr, out):
+    """Copy document ``d``'s ``counts[d]`` values from ``padded[bound_off[d]:]``
+    to ``out[indptr[d]:]`` (``out`` has ``indptr[n]`` entries)."""
     n = counts.shape[0]
-    out = np.empty(indptr[n], dtype=padded.dtype)
     for d in prange(n):
         a = bound_off[d]
         b = indptr[d]
         for i in range(counts[d]):
             out[b + i] = padded[a + i]
-    return out
 
 
 # nogil: a batch run finds exact duplicates (Python) while signatures are computed.

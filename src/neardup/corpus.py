@@ -801,16 +801,23 @@ def _file_blocks(
         yield tail, bounds[:-1], bounds[1:] - 1
 
 
+def input_bytes(inputs: Sequence[str]) -> int:
+    """The inputs' sizes on disk, compressed ones counted four times (what they are
+    assumed to expand to); folders count 0."""
+    total = 0
+    for p in inputs:
+        size = os.path.getsize(p) if os.path.isfile(p) else 0
+        total += size * (4 if p.lower().endswith((".gz", ".zst")) else 1)
+    return total
+
+
 def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
     """Planned bytes of an in-memory run over ``inputs``, from their sizes on disk.
 
     Text is held about three times (as read, as kept for output, normalized);
     compressed inputs are assumed to expand four times.
     """
-    total = 0
-    for p in inputs:
-        size = os.path.getsize(p) if os.path.isfile(p) else 0
-        total += size * (4 if p.lower().endswith((".gz", ".zst")) else 1)
+    total = input_bytes(inputs)
     per_text_byte = 3 + 8 / (6 if config.shingle.kind == "word" else 1)
     return scratch_bytes(total) + int(total * per_text_byte)
 

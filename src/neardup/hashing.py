@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import mmap
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -316,8 +317,11 @@ class ShingleSets:
         return ShingleSets.concat_all([self, other])
 
     @staticmethod
-    def concat_all(parts: Sequence[ShingleSets]) -> ShingleSets:
-        """The documents of every part, in order (one copy, whatever the number of parts)."""
+    def concat_all(
+        parts: Sequence[ShingleSets], data: npt.NDArray[np.uint64] | None = None
+    ) -> ShingleSets:
+        """The documents of every part, in order (one copy, whatever the number of
+        parts; none of the hashes when ``data``, their concatenation, is given)."""
         first = parts[0]
         for p in parts[1:]:
             first.scheme.require_same_sets(p.scheme)
@@ -326,7 +330,7 @@ class ShingleSets:
             [parts[0].indptr[:1]] + [p.indptr[1:] + s for p, s in zip(parts, shifts, strict=True)]
         )
         return ShingleSets(
-            _concat_parallel([p.data for p in parts]),
+            _concat_parallel([p.data for p in parts]) if data is None else data,
             indptr.astype(np.int64),
             np.concatenate([p.raw_counts for p in parts]),
             np.concatenate([p.truncated for p in parts]),
@@ -444,11 +448,13 @@ def _hash_kernel(
     scheme: SchemeDescriptor,
     max_bytes: int | None = None,
     scratch: list[npt.NDArray[np.uint64]] | None = None,
+    place: Callable[[int], npt.NDArray[np.uint64] | None] | None = None,
 ) -> tuple[ShingleSets, npt.NDArray[np.bool_]]:
     """Run the hashing kernel; ``scratch`` (a one-element list, kept by a caller
     hashing many batches) holds the padded output buffer, grown as needed and reused
     from batch to batch (fresh 16 MiB buffers per 2 MiB chunk were a quarter of a
-    batch run's page faults)."""
+    batch run's page faults).  ``place(count)``, if given, returns where the
+    batch's ``count`` hashes go (see :class:`HashSink`), or None for a new array."""
     n = len(raw)
     spec = config.shingle
     bound = np.minimum(np.maximum(raw.lengths, 1), spec.max_shingles)
@@ -482,8 +488,77 @@ def _hash_kernel(
     )
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
-    data = K.compact_csr(padded, bound_off, counts, indptr)
+    data = None if place is None else place(int(indptr[n]))
+    if data is None:
+        data = K.compact_csr(padded, bound_off, counts, indptr)
+    else:
+        K.compact_csr_into(padded, bound_off, counts, indptr, data)
     return ShingleSets(data, indptr, raw_counts, trunc, content, lengths, scheme), too_large
+
+
+class HashSink:
+    """One array that successive batches' shingle hashes are written into, in
+    batch order, by whichever threads hash them.
+
+    A batch's hashes go to their final place when they are compacted, so a run
+    hashed in many batches needs no concatenation at the end (one copy of all the
+    hashes and its page faults: 56k faults and 0.045 s on 363k documents).  The
+    array is anonymous memory of ``capacity`` entries mapped lazily (pages that are
+    never written cost nothing), so a generous upper bound is cheap.
+
+    Every batch number from 0 up must be registered, by :meth:`place` or else by
+    :meth:`release` (a thread waits for the batches before its own).  When a batch
+    does not fit, or one fails, :attr:`contiguous` turns False and this batch and
+    all later ones get no place (their callers allocate as before).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_NORESERVE", 0)
+        self.array: npt.NDArray[np.uint64] = np.frombuffer(
+            mmap.mmap(-1, 8 * max(capacity, 1), flags=flags), dtype=np.uint64
+        )
+        self.filled = 0
+        self.contiguous = True
+        self._cond = threading.Condition()
+        self._sizes: dict[int, int | None] = {}
+        self._offsets: dict[int, int | None] = {}
+        self._next = 0
+
+    def place(self, batch: int, size: int | None) -> npt.NDArray[np.uint64] | None:
+        """Register batch ``batch``'s number of hashes (None: it has none to put,
+        e.g. it failed) and wait until the batches before it are registered; the
+        slice of :attr:`array` to write them to, or None."""
+        with self._cond:
+            if batch in self._sizes or batch in self._offsets or batch < self._next:
+                raise ValueError(f"batch {batch} registered twice")
+            self._sizes[batch] = size
+            while self._next in self._sizes:
+                got = self._sizes.pop(self._next)
+                if got is None or not self.contiguous or self.filled + got > len(self.array):
+                    self.contiguous = False
+                    self._offsets[self._next] = None
+                else:
+                    self._offsets[self._next] = self.filled
+                    self.filled += got
+                self._next += 1
+            self._cond.notify_all()
+            self._cond.wait_for(lambda: batch in self._offsets)
+            off = self._offsets.pop(batch)
+        return None if off is None or size is None else self.array[off : off + size]
+
+    def release(self, batch: int) -> None:
+        """Register ``batch`` as having no hashes here unless it already is."""
+        with self._cond:
+            known = batch in self._sizes or batch in self._offsets or batch < self._next
+        if not known:
+            self.place(batch, None)
+
+    def data(self, parts: Sequence[ShingleSets]) -> npt.NDArray[np.uint64] | None:
+        """The hashes of ``parts`` (every batch, in order) as one array, if they
+        all went to their places; else None."""
+        if not self.contiguous or sum(len(p.data) for p in parts) != self.filled:
+            return None
+        return self.array[: self.filled]
 
 
 def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold") -> list[str]:

@@ -47,6 +47,7 @@ from .corpus import (
     Corpus,
     Prefetch,
     in_memory_plan,
+    input_bytes,
     prepare_subset,
     read_corpus,
     streamable,
@@ -138,14 +139,16 @@ def _json_id(value: Any) -> Any:
     return value if isinstance(value, _JSON_SCALARS) else str(value)
 
 
-def _feeder(cfg: Config, key: HashKey | None) -> HashFeeder | None:
+def _feeder(cfg: Config, key: HashKey | None, inputs: Sequence[str]) -> HashFeeder | None:
     """A worker hashing the texts while they are read, unless the config is invalid
     (then hashing is left to find_duplicates, which reports the error as usual)."""
     try:
         scheme = SchemeDescriptor.from_config(cfg, key)
     except InvalidConfig:
         return None
-    return HashFeeder(cfg, key, scheme)
+    # A document has at most one shingle per byte of its (normalized) text, and
+    # text is rarely larger than the files holding it: room for that many hashes.
+    return HashFeeder(cfg, key, scheme, capacity=input_bytes(inputs))
 
 
 _P = ParamSpec("_P")
@@ -296,7 +299,7 @@ def run_dedup(
             )
         if progress is not None:
             progress("read", 0, 1)
-        feeder = _feeder(cfg, key)
+        feeder = _feeder(cfg, key, inputs)
         try:
             corpus = read_corpus(
                 inputs,

@@ -32,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
 import queue
 import threading
@@ -48,7 +50,14 @@ from . import _kernels as K
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, MemoryLimitExceeded
 from .cluster import KEEP_RULES, Cluster, Edge, build_clusters
 from .config import HASH_CHUNK_BYTES, Config, scratch_bytes
-from .hashing import HashKey, SchemeDescriptor, ShingleSets, _hash_encoded, _hash_kernel
+from .hashing import (
+    HashKey,
+    HashSink,
+    SchemeDescriptor,
+    ShingleSets,
+    _hash_encoded,
+    _hash_kernel,
+)
 from .lsh import LSHIndex, candidate_probability
 from .minhash import MinHasher, Signature, SignatureSet
 from .normalize import EncodedTexts, _encode, get_normalizer, unicode_stage
@@ -430,9 +439,18 @@ class HashFeeder:
         key: HashKey | None,
         scheme: SchemeDescriptor,
         chunk_bytes: int = HASH_CHUNK_BYTES,
+        capacity: int = 0,
     ) -> None:
+        """``capacity``, when positive, is the number of shingle hashes expected at
+        most (e.g. the input's size in bytes): the chunks' hashes then go straight
+        to their places in one array (:class:`~neardup.hashing.HashSink`) instead
+        of being concatenated at the end.  Exceeding it only costs that copy."""
         self._cfg, self._key, self._scheme = cfg, key, scheme
         self._chunk_bytes = chunk_bytes
+        self._sink: HashSink | None = None
+        if capacity > 0:
+            with contextlib.suppress(OSError, ValueError, OverflowError):
+                self._sink = HashSink(capacity)
         self._norm = get_normalizer(cfg.normalizer)
         self._queue: queue.Queue[tuple[int, EncodedTexts, npt.NDArray[np.bool_]] | None] = (
             queue.Queue(self._QUEUE_CHUNKS)
@@ -562,11 +580,12 @@ class HashFeeder:
     def _run(self) -> None:
         set_num_threads(1)  # per calling thread in numba
         scratch: list[npt.NDArray[np.uint64]] = []
+        sink = self._sink
         while (item := self._queue.get()) is not None:
             seq, raw, lower = item
-            if self._errors:
-                continue  # drain, so that feed() never blocks on a dead worker
             try:
+                if self._errors:
+                    continue  # drain, so that feed() never blocks on a dead worker
                 t0 = time.perf_counter()
                 self._first = min(self._first, t0)
                 self._done[seq] = _hash_kernel(
@@ -577,10 +596,15 @@ class HashFeeder:
                     self._key,
                     self._scheme,
                     scratch=scratch,
+                    place=None if sink is None else functools.partial(sink.place, seq),
                 )
                 self._last = max(self._last, time.perf_counter())
             except BaseException as exc:  # re-raised in the caller by finish()
                 self._errors[seq] = exc
+            finally:
+                # The other worker may be waiting for this chunk's place in the sink.
+                if sink is not None:
+                    sink.release(seq)
 
     def _stop(self) -> None:
         if self._threads:
@@ -601,7 +625,8 @@ class HashFeeder:
             return _normalize_and_hash([], self._cfg, self._key, self._scheme, None)
         parts = [self._done[i][0] for i in range(self._seq)]
         big = np.concatenate([self._done[i][1] for i in range(self._seq)])
-        sets = parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts)
+        placed = None if self._sink is None else self._sink.data(parts)
+        sets = parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts, placed)
         return _Hashed(sets, big, self.normalize_s, self.hash_s)
 
     def close(self) -> None:
