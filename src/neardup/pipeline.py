@@ -449,7 +449,8 @@ class HashFeeder:
         self._chunk_bytes = chunk_bytes
         self._sink: HashSink | None = None
         if capacity > 0:
-            with contextlib.suppress(OSError, ValueError, OverflowError):
+            # No anonymous mmap (not POSIX) or no room for it: concatenate as before.
+            with contextlib.suppress(OSError, ValueError, OverflowError, AttributeError):
                 self._sink = HashSink(capacity)
         self._norm = get_normalizer(cfg.normalizer)
         self._queue: queue.Queue[tuple[int, EncodedTexts, npt.NDArray[np.bool_]] | None] = (
