@@ -17,6 +17,17 @@ import httpx
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
 
 
+FIXED_MASTER_KEY = bytes(range(32))
+
+
+def write_master_key(path: Path, key: bytes = FIXED_MASTER_KEY) -> Path:
+    """Write a master key file (hex, as ``neardup serve`` reads it) for a test."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(key.hex() + "\n")
+    path.chmod(0o600)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -32,10 +43,16 @@ class Server:
         *,
         operator_tenants: tuple[str, ...] = ("t1",),
         master_key_file: Path | None = None,
+        random_master: bool = False,
         extra: tuple[str, ...] = (),
     ) -> None:
         self.data_dir = data_dir
         self.master_key_file = master_key_file or Path(str(data_dir) + ".master.key")
+        if not random_master and not self.master_key_file.exists():
+            # Keyed hashes decide which pairs share a band: a fixed master secret makes
+            # every LSH outcome of a test the same on every run.  Tests that must hold
+            # under any key pass random_master=True and bound their failure probability.
+            write_master_key(self.master_key_file)
         self.token_file = Path(str(data_dir) + ".token")
         self.operator_tenants = operator_tenants
         self.extra = extra

@@ -9,6 +9,7 @@ from starlette.testclient import TestClient
 
 from neardup.server import create_app
 from neardup.service import Service, ServiceConfig
+from service_helpers import write_master_key
 
 BASE = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
 A = "the red fox runs very fast across the field"
@@ -33,7 +34,7 @@ def exporter():
 def client(tmp_path: Path):
     cfg = ServiceConfig(
         data_dir=str(tmp_path / "d"),
-        master_key_file=str(tmp_path / "m.key"),
+        master_key_file=str(write_master_key(tmp_path / "m.key")),
         keys_file=str(tmp_path / "k.json"),
         audit_sample_rate=1.0,
         audit_interval_s=0.0,
@@ -71,7 +72,7 @@ def test_metrics_audit_rejections_and_cross_version(client) -> None:
     c.post("/v1/tenants/t1/items", json={"item_id": "A", "content": A}, headers=p)
     c.post("/v1/tenants/t1/candidates", json={"content": B}, headers=p)
     t = svc.tenants()["t1"]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while t.counters.audits < 2 and time.monotonic() < deadline:
         time.sleep(0.05)  # the audits run in the background
     assert t.counters.audits >= 2 and t.counters.audit_misses == 0

@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 from neardup.schemas import SCHEMAS, openapi
 from neardup.server import create_app
 from neardup.service import Service, ServiceConfig
+from service_helpers import write_master_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +43,7 @@ def test_every_schema_is_valid_json_schema() -> None:
 def app(tmp_path: Path):
     cfg = ServiceConfig(
         data_dir=str(tmp_path / "d"),
-        master_key_file=str(tmp_path / "m.key"),
+        master_key_file=str(write_master_key(tmp_path / "m.key")),
         keys_file=str(tmp_path / "k.json"),
     )
     svc, token = Service.init(cfg, operator_tenants=["t1"])
@@ -102,7 +103,7 @@ def test_real_responses_match_their_schemas(app) -> None:
 def test_log_and_audit_events_match_their_schemas(tmp_path: Path) -> None:
     cfg = ServiceConfig(
         data_dir=str(tmp_path / "d"),
-        master_key_file=str(tmp_path / "m.key"),
+        master_key_file=str(write_master_key(tmp_path / "m.key")),
         keys_file=str(tmp_path / "k.json"),
     )
     svc, token = Service.init(cfg, operator_tenants=["t1"])

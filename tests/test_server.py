@@ -14,15 +14,24 @@ from hypothesis import strategies as st
 from service_helpers import Server, producer
 
 SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+# The demonstration's own layout: one row per band.  Its pairs sit at Jaccard 0.8,
+# so a pair is missed only if all 32 independent minima differ:
+# P(miss) = (1 - 0.8) ** 32 ~ 4.3e-23 per pair under any master key (the seed's
+# 8 bands x 4 rows misses with 1 - 0.985, one run in 70).
+DEMO = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 32, "rows": 1}
 
 
 def test_seed_demonstration_over_http(tmp_path: Path) -> None:
-    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
-        assert op.put("/v1/tenants/t1", json=SEED).status_code == 200
-        bad = op.put("/v1/tenants/t1", json={**SEED, "num_perm": 31})
+    """The seed's demonstration under a fresh random master key (see DEMO's bound)."""
+    srv = Server(tmp_path / "data", random_master=True)
+    with srv, srv.client(srv.operator_token) as op:
+        made = op.put("/v1/tenants/t1", json=DEMO)
+        assert made.status_code == 200 and made.json()["warnings"] == []
+        assert made.json()["predicted_recall"] > 1 - 1e-9
+        bad = op.put("/v1/tenants/t1", json={**DEMO, "num_perm": 31})
         assert bad.status_code == 400 and "num_perm" in bad.json()["message"]
         assert "fix" in bad.json()["message"] and bad.json()["fix"]
-        other = op.put("/v1/tenants/t1", json={**SEED, "shingle": "word:3"})
+        other = op.put("/v1/tenants/t1", json={**DEMO, "shingle": "word:3"})
         assert other.status_code == 409  # the tenant exists under another scheme
         with producer(srv, op, "t1") as p:
             a = p.post(
@@ -48,7 +57,11 @@ def test_seed_demonstration_over_http(tmp_path: Path) -> None:
                 "/v1/tenants/t1/items",
                 json={"item_id": "C", "content": "database backup completed nightly"},
             ).json()
-            assert c["candidates"] == [] and c["decision"]["state"] == "unique"
+            # C shares no shingle with A or B: only a 32-bit band-key collision could
+            # list one (P <= 2 items * 32 bands * 2**-32 ~ 1.5e-8), and exact
+            # verification scores it 0, so the decision is unique under any key.
+            assert all(x["score"] == 0.0 for x in c["candidates"])
+            assert c["decision"]["state"] == "unique"
             v = p.post("/v1/tenants/t1/verify", json={"left": "A", "right": "B"}).json()
             assert v["score"] == 0.8 and v["state"] == "duplicate"
             assert p.delete("/v1/tenants/t1/items/A").status_code == 200
@@ -61,7 +74,7 @@ def test_seed_demonstration_over_http(tmp_path: Path) -> None:
     # A fresh data directory (same master secret, outside both data dirs).
     fresh = Server(tmp_path / "fresh", master_key_file=tmp_path / "data.master.key")
     with fresh, fresh.client(fresh.operator_token) as op:
-        assert op.put("/v1/tenants/t1", json=SEED).status_code == 200
+        assert op.put("/v1/tenants/t1", json=DEMO).status_code == 200
         flipped = bytearray(snap.content)
         flipped[len(flipped) // 3] ^= 0x10
         r = op.post("/v1/tenants/t1/restore", content=bytes(flipped))
@@ -71,6 +84,70 @@ def test_seed_demonstration_over_http(tmp_path: Path) -> None:
         assert op.get("/v1/tenants/t1/digest").json()["digest"] == digest
         item = op.get("/v1/tenants/t1/items/A").json()
         assert item["live"] is False and item["tombstone_epoch"] is not None
+
+
+def test_tenant_creation_reports_predicted_recall_and_guards_it(tmp_path: Path) -> None:
+    """A layout below the recall target is created with a warning naming a better
+    layout; one below the service minimum (the PUT /policy rule) is refused."""
+    with Server(tmp_path / "data", operator_tenants=("t1", "t2", "t3")) as srv, srv.client(
+        srv.operator_token
+    ) as op:
+        r = op.put("/v1/tenants/t1", json=SEED)  # 8 x 4 at 0.75: 1 - (1 - 0.75**4)**8
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["predicted_recall"] == pytest.approx(1 - (1 - 0.75**4) ** 8)
+        assert round(body["predicted_recall"], 4) == 0.9523
+        assert body["recall_target"] == 0.995
+        (warning,) = body["warnings"]
+        assert "0.9523" in warning and "below the recall target 0.995" in warning
+        assert "bands=" in warning and "rows=" in warning  # the layout that reaches it
+        # Creating it again with the same configuration answers the same warning.
+        assert op.put("/v1/tenants/t1", json=SEED).json()["warnings"] == [warning]
+        # The warning is audited with the creation.
+        audit = (tmp_path / "data" / "audit.jsonl").read_text().splitlines()
+        assert any('"op":"create_tenant"' in a and "0.9523" in a for a in audit)
+        # 4 bands x 8 rows at 0.8: 1 - (1 - 0.8**8)**4 ~ 0.52, refused with the fix.
+        low = op.put(
+            "/v1/tenants/t2",
+            json={"threshold": 0.8, "shingle": "word:2", "num_perm": 32, "bands": 4, "rows": 8},
+        )
+        assert low.status_code == 400, low.text
+        err = low.json()
+        assert err["error"] == "invalid_parameter" and "0.52" in err["message"]
+        assert "below the service minimum 0.9" in err["message"]
+        assert "bands=" in err["fix"]
+        assert op.get("/v1/tenants/t2").status_code in (403, 404)  # nothing was created
+        # The default layout reaches the target without a word.
+        ok = op.put("/v1/tenants/t3", json={"threshold": 0.75, "shingle": "word:2"}).json()
+        assert ok["warnings"] == [] and ok["predicted_recall"] >= 0.995
+
+
+@pytest.mark.slow
+def test_demonstration_holds_under_200_independent_keys(tmp_path: Path) -> None:
+    """200 tenants of one server under a random master secret: each tenant's keyed
+    hash is derived from the secret and its id, so these are 200 independent keys.
+
+    Each pair at Jaccard 0.8 is missed with P = 0.2**32 (DEMO's bound); 200 tenants
+    miss one with P <= 200 * 4.3e-23."""
+    names = tuple(f"k{i}" for i in range(200))
+    srv = Server(tmp_path / "data", operator_tenants=names, random_master=True)
+    with srv, srv.client(srv.operator_token) as op:
+        for t in names:
+            assert op.put(f"/v1/tenants/{t}", json=DEMO).status_code == 200
+        for t in names:
+            with producer(srv, op, t) as p:
+                a = p.post(
+                    f"/v1/tenants/{t}/items",
+                    json={"item_id": "A", "content": "red fox runs very fast"},
+                )
+                assert a.status_code == 200 and a.json()["candidates"] == []
+                b = p.post(
+                    f"/v1/tenants/{t}/items",
+                    json={"item_id": "B", "content": "red fox runs very fast today"},
+                ).json()
+                best = b["candidates"][0]
+                assert (best["item_id"], best["score"]) == ("A", 0.8), t
+                assert b["decision"]["state"] == "duplicate", t
 
 
 def test_acknowledged_upserts_survive_kill_9_and_a_torn_tail(tmp_path: Path) -> None:
@@ -101,11 +178,14 @@ def test_acknowledged_upserts_survive_kill_9_and_a_torn_tail(tmp_path: Path) -> 
 
     th = threading.Thread(target=stream)
     th.start()
-    while len(acked) < 150:
+    deadline = time.monotonic() + 120
+    while len(acked) < 150 and th.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
+    enough = len(acked) >= 150
     srv.kill9()
     stop.set()
-    th.join()
+    th.join(timeout=60)
+    assert enough, f"the writer stopped after {len(acked)} acknowledged upserts"
     p.close()
     op.close()
     logs = list((tmp_path / "data" / "tenants" / "t1").glob("log-*.ndlog"))

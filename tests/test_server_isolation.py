@@ -7,7 +7,7 @@ is always found (exact-content lookup, not a probabilistic one).
 
 from __future__ import annotations
 
-import uuid
+import itertools
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,10 +28,12 @@ class Isolation(RuleBasedStateMachine):
     clients: ClassVar[dict[str, httpx.Client]] = {}
     stored: ClassVar[dict[str, set[str]]] = {t: set() for t in TENANTS}
     dead: ClassVar[dict[str, set[str]]] = {t: set() for t in TENANTS}
+    # Item ids unique across runs, and the same on every run of the suite.
+    runs: ClassVar[itertools.count[int]] = itertools.count()
 
     def __init__(self) -> None:
         super().__init__()
-        self.run = uuid.uuid4().hex[:8]
+        self.run = f"r{next(self.runs)}"
         self.n = 0
         self.live: dict[str, dict[str, str]] = {t: {} for t in TENANTS}  # id -> normalized text
 

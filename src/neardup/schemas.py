@@ -175,6 +175,31 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "state": {"enum": ["duplicate", "distinct"]},
         },
     },
+    "TenantResponse": {
+        "type": "object",
+        "required": ["tenant_id", "items", "bands", "rows", "predicted_recall"],
+        "properties": {
+            **_envelope,
+            "items": _int,
+            "bands": _int,
+            "rows": _int,
+            "predicted_recall": {
+                "type": "number",
+                "minimum": 0,
+                "maximum": 1,
+                "description": "probability that a pair at the tenant's threshold shares a band",
+            },
+            "recall_target": {
+                "type": "number",
+                "description": "the service's target for predicted_recall (tenant creation)",
+            },
+            "warnings": {
+                "type": "array",
+                "items": _str,
+                "description": "why the configuration may not serve its threshold, and the fix",
+            },
+        },
+    },
     "TombstoneResponse": {
         "type": "object",
         "properties": {
@@ -463,8 +488,15 @@ def openapi(version: str) -> dict[str, Any]:
         "/v1/keys": {"post": _op("create an API key", "KeyRequest", "Error", role="operator")},
         "/v1/tenants/{tenant}": {
             "parameters": [tparam],
-            "put": _op("create a tenant", "TenantConfig", "Error", role="operator"),
-            "get": _op("tenant stats", None, "Error", role="any of the tenant"),
+            "put": _op(
+                "create a tenant (idempotent for the same configuration); a layout whose "
+                "predicted recall at the threshold is below the service minimum is refused "
+                "(400), below the recall target it is created with a warning",
+                "TenantConfig",
+                "TenantResponse",
+                role="operator",
+            ),
+            "get": _op("tenant stats", None, "TenantResponse", role="any of the tenant"),
         },
         "/v1/tenants/{tenant}/items": {
             "parameters": [tparam],

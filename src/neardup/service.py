@@ -57,6 +57,7 @@ from ._errors import (
     SchemeMismatch,
 )
 from .auth import AuditLog, Keyring, Principal
+from .lsh import candidate_probability, default_layout
 from .migration import Migration, load_tenant
 from .persist import atomic_write
 from .tenant import Tenant, TenantConfig, valid_tenant_id
@@ -106,6 +107,10 @@ class ServiceConfig:
     #: A policy whose review band starts where the layout's candidate recall is
     #: below this is refused (it needs a new layout: a shadow index).
     policy_min_recall: float = 0.9
+    #: The candidate recall at its threshold a tenant's layout should reach.  A new
+    #: tenant below ``policy_min_recall`` is refused; below this target it is created
+    #: with a ``warnings`` entry naming a layout that reaches it.
+    recall_target: float = 0.995
     #: Share of queries that also run an exact search in the background (recall
     #: measured, not only predicted); at most one per tenant per interval.
     audit_sample_rate: float = 0.01
@@ -131,6 +136,13 @@ class ServiceConfig:
         if not 0 < self.policy_min_recall <= 1:
             raise InvalidConfig(
                 "policy_min_recall", self.policy_min_recall, "must be in (0, 1]", "use e.g. 0.9"
+            )
+        if not self.policy_min_recall <= self.recall_target <= 1:
+            raise InvalidConfig(
+                "recall_target",
+                self.recall_target,
+                f"must be in [policy_min_recall={self.policy_min_recall}, 1]",
+                "use e.g. 0.995",
             )
         for name in ("master_key_file", "keys_file"):
             path = getattr(self, name)
@@ -400,11 +412,12 @@ class Service:
         valid_tenant_id(tenant_id)
         principal.require("tenant", tenant_id)
         cfg = TenantConfig.from_dict(config)
+        warnings = self._recall_guard(cfg)
         with self._lock:
             if tenant_id in self._tenants:
                 existing = self._tenants[tenant_id]
                 if existing.config == cfg:
-                    return existing.stats()
+                    return self._tenant_answer(existing.stats(), warnings)
                 raise Conflict(
                     f"tenant {tenant_id!r} exists with another configuration",
                     "a scheme change needs a new tenant or a migration",
@@ -413,8 +426,54 @@ class Service:
             t = Tenant.create(root, tenant_id, cfg, self.master, **self._tenant_kw())
             self._tenants[tenant_id] = t
             self._migrations[tenant_id] = Migration(root, self.master, t, self._tenant_kw())
-        self.audit.write(principal, "create_tenant", tenant_id, config_fingerprint=cfg.fingerprint)
-        return t.stats()
+        self.audit.write(
+            principal,
+            "create_tenant",
+            tenant_id,
+            config_fingerprint=cfg.fingerprint,
+            warnings=warnings,
+        )
+        return self._tenant_answer(t.stats(), warnings)
+
+    def _tenant_answer(self, stats: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+        return {**stats, "recall_target": self.config.recall_target, "warnings": warnings}
+
+    def _recall_guard(self, cfg: TenantConfig) -> list[str]:
+        """Refuse a layout that cannot serve its own threshold; warn below the target.
+
+        The predicted recall is the probability that a pair at exactly the threshold
+        shares a band, ``1 - (1 - t**rows)**bands``.  Below ``policy_min_recall`` the
+        tenant is refused (the rule ``PUT /policy`` applies to a new threshold);
+        below ``recall_target`` it is created and the answer carries a warning with a
+        layout that reaches the target.
+        """
+        bands, rows = cfg.dedup_config().layout
+        rec = candidate_probability(cfg.threshold, bands, rows)
+        target = self.config.recall_target
+        if rec >= target:
+            return []
+        sb, sr = default_layout(cfg.threshold, cfg.num_perm, recall=target)
+        better = candidate_probability(cfg.threshold, sb, sr)
+        if better >= target:
+            fix = (
+                f"use bands={sb}, rows={sr} (predicted recall {better:.4f}), or leave "
+                "bands and rows unset to get that layout"
+            )
+        else:
+            fix = f"use more permutations (num_perm={cfg.num_perm} cannot reach {target})"
+        what = (
+            f"predicted recall at threshold {cfg.threshold} with bands={bands}, rows={rows} "
+            f"is {rec:.4f}"
+        )
+        if rec < self.config.policy_min_recall:
+            raise InvalidConfig(
+                "bands/rows",
+                (bands, rows),
+                f"{what}, below the service minimum {self.config.policy_min_recall}",
+                fix,
+            )
+        return [f"{what}, below the recall target {target}: about {1 - rec:.1%} of the "
+                f"pairs at the threshold will not be found; {fix}"]
 
     def add_key(self, principal: Principal, role: str, tenants: Sequence[str]) -> str:
         for t in tenants:
