@@ -45,6 +45,7 @@ class Server:
         master_key_file: Path | None = None,
         random_master: bool = False,
         extra: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.master_key_file = master_key_file or Path(str(data_dir) + ".master.key")
@@ -56,6 +57,7 @@ class Server:
         self.token_file = Path(str(data_dir) + ".token")
         self.operator_tenants = operator_tenants
         self.extra = extra
+        self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -79,7 +81,8 @@ class Server:
         # A file, not a pipe: an unread pipe fills up and blocks the server.
         self.log_path = Path(str(self.data_dir) + f".{self.port}.log")
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        env = {**os.environ, **self.env} if self.env else None
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -128,6 +131,19 @@ class Server:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def fault_shim(folder: Path, code: str) -> dict[str, str]:
+    """Environment that runs ``code`` in a server process before it starts.
+
+    The code goes into a ``sitecustomize.py`` on ``PYTHONPATH``: it may patch neardup
+    (for example make one store operation fail) to inject a fault that no request
+    can cause, in a real server process.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(code)
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": str(folder) + (os.pathsep + path if path else "")}
 
 
 def producer(server: Server, op: httpx.Client, tenant: str) -> httpx.Client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CommandFailed",
     "Conflict",
     "CorruptFile",
     "Degraded",
@@ -21,6 +22,7 @@ __all__ = [
     "NotFound",
     "SchemeMismatch",
     "ServiceError",
+    "TenantUnavailable",
     "Unauthorized",
     "ZeroVector",
 ]
@@ -199,6 +201,30 @@ class Degraded(ServiceError):
 
     status = 503
     code = "degraded"
+
+
+class CommandFailed(ServiceError):
+    """A logged command could not be applied (a defect, not the caller's input).
+
+    The command stays in the log and is recorded as failed in the tenant's store,
+    so every replay skips it the same way; the tenant goes on serving.  ``seq`` is
+    the command's sequence number.
+    """
+
+    status = 422
+    code = "command_failed"
+
+    def __init__(self, reason: str, fix: str, *, seq: int) -> None:
+        super().__init__(reason, fix)
+        self.seq = seq
+
+
+class TenantUnavailable(ServiceError):
+    """The tenant could not start, or stopped writing after a storage error; the
+    other tenants are not affected.  The message names the cause and the repair."""
+
+    status = 503
+    code = "tenant_unavailable"
 
 
 class LimitExceeded(ServiceError):

@@ -193,6 +193,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "type": "number",
                 "description": "the service's target for predicted_recall (tenant creation)",
             },
+            "failed_commands": {
+                "type": "integer",
+                "description": "logged commands recorded as failed (skipped on replay)",
+            },
+            "stopped": {
+                "type": ["string", "null"],
+                "description": "why writes stopped after a storage error (null: healthy)",
+            },
+            "reopened": _bool,
             "warnings": {
                 "type": "array",
                 "items": _str,
@@ -497,6 +506,16 @@ def openapi(version: str) -> dict[str, Any]:
                 role="operator",
             ),
             "get": _op("tenant stats", None, "TenantResponse", role="any of the tenant"),
+        },
+        "/v1/tenants/{tenant}/reopen": {
+            "parameters": [tparam],
+            "post": _op(
+                "open a tenant that failed to start or stopped writing after a storage "
+                "error, once repaired (`neardup repair`); a healthy tenant is left as is",
+                None,
+                "TenantResponse",
+                role="operator",
+            ),
         },
         "/v1/tenants/{tenant}/items": {
             "parameters": [tparam],

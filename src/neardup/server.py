@@ -167,8 +167,15 @@ class _Metrics:
                         ),
                         (
                             "neardup_mode",
-                            "1 for the tenant's current mode",
+                            "1 for the tenant's current mode (normal, exact-hash-only, "
+                            "stopped: writes stopped after a storage error, failed: cannot "
+                            "start)",
                             ["tenant", "mode"],
+                        ),
+                        (
+                            "neardup_failed_commands",
+                            "logged commands recorded as failed (skipped on replay)",
+                            ["tenant"],
                         ),
                     )
                 }
@@ -215,6 +222,9 @@ class _Metrics:
                     g["neardup_decisions_rejected"].add_metric([name], c.rejected)
                     g["neardup_cross_version_attempts"].add_metric([name], c.cross_version)
                     g["neardup_mode"].add_metric([name, t.mode], 1)
+                    g["neardup_failed_commands"].add_metric([name], t.failed_commands)
+                for name in sorted(svc.failed):
+                    g["neardup_mode"].add_metric([name, "failed"], 1)
                 yield from (items, ibytes, over, capped, age, seq, *g.values())
 
         self.registry.register(_TenantGauges())
@@ -365,13 +375,21 @@ def create_app(
 
     async def readyz(request: Request) -> Response:
         modes = {name: t.mode for name, t in sorted(service.tenants().items())}
+        failed = dict(sorted(service.failed.items()))
+        modes.update({n: "failed" for n in failed})
         degraded = sorted(n for n, m in modes.items() if m != "normal")
+        # Ready while any tenant can serve: one failed tenant must not take the
+        # others out of a load balancer; it is named here, in metrics and in the audit log.
         return JSONResponse(
             {
                 "ready": True,
                 "mode": "degraded" if degraded else "normal",
                 "tenants": len(modes),
                 "degraded_tenants": {n: modes[n] for n in degraded},
+                "failed_tenants": {
+                    n: {k: f[k] for k in ("error", "reason", "runbook")}
+                    for n, f in failed.items()
+                },
             }
         )
 
@@ -384,6 +402,11 @@ def create_app(
     async def put_tenant(request: Request) -> Response:
         p, body = principal(request), await json_body(request)
         out = await run_in_threadpool(service.create_tenant, p, request.path_params["tenant"], body)
+        return JSONResponse(out)
+
+    async def reopen_tenant(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(service.reopen, p, request.path_params["tenant"])
         return JSONResponse(out)
 
     async def get_tenant(request: Request) -> Response:
@@ -572,6 +595,11 @@ def create_app(
         Route("/v1/keys", route("keys", add_key), methods=["POST"]),
         Route("/v1/tenants/{tenant}", route("tenant_put", put_tenant), methods=["PUT"]),
         Route("/v1/tenants/{tenant}", route("tenant_get", get_tenant), methods=["GET"]),
+        Route(
+            "/v1/tenants/{tenant}/reopen",
+            route("tenant_reopen", reopen_tenant),
+            methods=["POST"],
+        ),
         Route("/v1/tenants/{tenant}/items", route("upsert", upsert), methods=["POST"]),
         Route(
             "/v1/tenants/{tenant}/items/{item_id}",

@@ -55,6 +55,7 @@ from ._errors import (
     NeardupIOError,
     NotFound,
     SchemeMismatch,
+    TenantUnavailable,
 )
 from .auth import AuditLog, Keyring, Principal
 from .lsh import candidate_probability, default_layout
@@ -218,28 +219,100 @@ class Service:
         self._buckets: dict[str, _Bucket] = {}
         self.started = time.time()
         self.counts: dict[str, int] = {}
+        #: Tenants that could not start (or were closed after a storage error), with
+        #: the cause and the repair step; every other tenant serves as usual.
+        self.failed: dict[str, dict[str, Any]] = {}
         tdir = os.path.join(config.data_dir, "tenants")
         for name in sorted(os.listdir(tdir)):
             if os.path.exists(os.path.join(tdir, name, "tenant.json")):
-                t, mig = load_tenant(os.path.join(tdir, name), self.master, **self._tenant_kw())
-                self._migrations[name] = mig
-                if t.trimmed_bytes:
-                    _log.warning(
-                        "tenant %s: trimmed a torn command-log tail of %d bytes",
-                        name,
-                        t.trimmed_bytes,
-                    )
-                if t.recovered:
-                    _log.warning(
-                        "tenant %s: feature store damaged (%s); moved to %s and rebuilt "
-                        "from %s + the command log",
-                        name,
-                        t.recovered["damage"],
-                        t.recovered["damaged_store_moved_to"],
-                        t.recovered["snapshot"],
-                    )
-                self._tenants[name] = t
+                self._open_tenant(name)
 
+    def _open_tenant(self, name: str) -> Tenant | None:
+        """Open one tenant; a failure marks it failed and never stops the others."""
+        root = os.path.join(self.config.data_dir, "tenants", name)
+        try:
+            t, mig = load_tenant(root, self.master, **self._tenant_kw())
+        except Exception as exc:  # one tenant's damage or defect must not stop the rest
+            self._mark_failed(name, exc)
+            return None
+        self._migrations[name] = mig
+        if t.trimmed_bytes:
+            _log.warning(
+                "tenant %s: trimmed a torn command-log tail of %d bytes", name, t.trimmed_bytes
+            )
+        if t.recovered:
+            _log.warning(
+                "tenant %s: feature store damaged (%s); moved to %s and rebuilt "
+                "from %s + the command log",
+                name,
+                t.recovered["damage"],
+                t.recovered["damaged_store_moved_to"],
+                t.recovered["snapshot"],
+            )
+        if t.failed_commands:
+            _log.warning(
+                "tenant %s: %d logged commands are recorded as failed (skipped); "
+                "GET /v1/tenants/%s lists them",
+                name,
+                t.failed_commands,
+                name,
+            )
+        self._tenants[name] = t
+        self.failed.pop(name, None)
+        return t
+
+    def _mark_failed(self, name: str, exc: BaseException) -> None:
+        reason = str(exc) if isinstance(exc, NeardupError) else f"{type(exc).__name__}: {exc}"
+        # Responses name files relative to the data directory, never server paths.
+        reason = reason.replace(os.path.abspath(self.config.data_dir), "DATA_DIR")
+        info = {
+            "error": type(exc).__name__,
+            "reason": reason[:2000],
+            "since": round(time.time(), 3),
+            "runbook": (
+                f"neardup repair --data-dir DATA_DIR --tenant {name}, then "
+                f"POST /v1/tenants/{name}/reopen (docs/service.md, 'A tenant that "
+                "cannot start')"
+            ),
+        }
+        self.failed[name] = info
+        _log.error("tenant %s cannot serve: %s", name, reason, exc_info=exc)
+        try:
+            self.audit.write(None, "tenant_failed", name, error=info["error"], reason=reason)
+        except NeardupError:  # the audit log's own disk problem is logged by it
+            _log.error("tenant %s: could not audit the failure", name)
+
+    def reopen(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
+        """Open a failed or stopped tenant again (after a repair or a disk fix)."""
+        valid_tenant_id(tenant_id)
+        principal.require("tenant", tenant_id)
+        with self._lock:
+            cur = self._tenants.get(tenant_id)
+            if cur is not None and cur.stopped is None:
+                return {**cur.stats(), "reopened": False}
+            if cur is None and tenant_id not in self.failed:
+                raise NotFound(
+                    f"tenant {tenant_id!r} does not exist",
+                    "ask an operator to create it (PUT /v1/tenants/{tenant})",
+                )
+            if cur is not None:
+                self._tenants.pop(tenant_id, None)
+                mig = self._migrations.pop(tenant_id, None)
+                try:
+                    cur.close()
+                    if mig is not None and mig.other is not None:
+                        mig.other.close()
+                except Exception as exc:  # a stopped tenant may fail to close cleanly
+                    _log.warning("tenant %s: close before reopen: %s", tenant_id, exc)
+            t = self._open_tenant(tenant_id)
+        self.audit.write(principal, "reopen_tenant", tenant_id, ok=t is not None)
+        if t is None:
+            info = self.failed[tenant_id]
+            raise TenantUnavailable(
+                f"tenant {tenant_id!r} still cannot start ({info['error']}): {info['reason']}",
+                info["runbook"],
+            )
+        return {**t.stats(), "reopened": True}
     @classmethod
     def init(
         cls, config: ServiceConfig, *, operator_tenants: Sequence[str] = ()
@@ -281,6 +354,12 @@ class Service:
         """Authorize ``op`` on ``tenant_id``, apply its rate limit, and return it."""
         principal.require(op, tenant_id)
         t = self._tenants.get(tenant_id)
+        if t is None and tenant_id in self.failed:
+            info = self.failed[tenant_id]
+            raise TenantUnavailable(
+                f"tenant {tenant_id!r} cannot start ({info['error']}): {info['reason']}",
+                info["runbook"],
+            )
         if t is None:
             raise NotFound(
                 f"tenant {tenant_id!r} does not exist",
@@ -414,6 +493,12 @@ class Service:
         cfg = TenantConfig.from_dict(config)
         warnings = self._recall_guard(cfg)
         with self._lock:
+            if tenant_id in self.failed:
+                raise TenantUnavailable(
+                    f"tenant {tenant_id!r} exists but cannot start: "
+                    f"{self.failed[tenant_id]['reason']}",
+                    self.failed[tenant_id]["runbook"],
+                )
             if tenant_id in self._tenants:
                 existing = self._tenants[tenant_id]
                 if existing.config == cfg:

@@ -71,6 +71,11 @@ CREATE TABLE IF NOT EXISTS policies (
   doc TEXT NOT NULL,
   seq INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS failed (
+  seq INTEGER PRIMARY KEY,
+  op TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS labels (
   seq INTEGER PRIMARY KEY,
   reviewer TEXT NOT NULL,
@@ -492,6 +497,32 @@ class FeatureStore:
             n = cur.rowcount
             self._set_applied(seq)
         return int(n)
+
+    def apply_failed(self, seq: int, op: str, reason: str) -> bool:
+        """Record that command ``seq`` could not be applied, and step past it.
+
+        The failure is part of the applied state: replay meets the same command,
+        fails the same way and records the same row, so the state is reproducible.
+        """
+        if seq <= self.applied_seq:
+            return False
+        with self._tx():
+            self._db.execute(
+                "INSERT OR REPLACE INTO failed(seq, op, reason) VALUES (?,?,?)",
+                (seq, op, reason),
+            )
+            self._set_applied(seq)
+        return True
+
+    def failed_commands(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The most recent commands recorded as failed (newest last)."""
+        rows = self._db.execute(
+            "SELECT seq, op, reason FROM failed ORDER BY seq DESC LIMIT ?", (limit,)
+        ).fetchall()
+        return [{"seq": int(r[0]), "op": str(r[1]), "reason": str(r[2])} for r in rows[::-1]]
+
+    def failed_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM failed").fetchone()[0])
 
     def apply_noop(self, seq: int) -> None:
         if seq > self.applied_seq:

@@ -37,10 +37,12 @@ import hashlib
 import hmac
 import io
 import json
+import logging
 import os
 import queue
 import re
 import shutil
+import sqlite3
 import tarfile
 import threading
 import time
@@ -53,6 +55,7 @@ import numpy.typing as npt
 
 from ._crypto import MasterSecret, Sealer
 from ._errors import (
+    CommandFailed,
     Conflict,
     CorruptFile,
     Degraded,
@@ -63,6 +66,7 @@ from ._errors import (
     NeardupIOError,
     NotFound,
     SchemeMismatch,
+    TenantUnavailable,
 )
 from ._fingerprint import canonical_json, fingerprint
 from ._trace import span
@@ -87,6 +91,8 @@ from .online import BandIndex, fold_keys
 from .persist import atomic_write
 from .screen import BloomFilter
 from .store import FeatureStore, StoredItem
+
+_log = logging.getLogger("neardup.service")
 
 __all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
 
@@ -396,6 +402,9 @@ class Tenant:
         self.trimmed_bytes = 0
         self.replayed = 0
         self.recovered: dict[str, Any] | None = None
+        #: Why writes stopped (a storage error while applying); None while healthy.
+        self.stopped: str | None = None
+        self.failed_commands = 0
         self._open()
 
     # -- files -------------------------------------------------------------------
@@ -503,6 +512,7 @@ class Tenant:
             self.store = self._recover_store(store_path, exc)
         st = os.stat(store_path)
         self._store_identity = (st.st_dev, st.st_ino)
+        self.failed_commands = self.store.failed_count()
         pols = self.store.policies()
         self.policy = Policy.from_dict(pols[-1]) if pols else self._initial_policy()
         last = self.store.last_event()
@@ -510,7 +520,7 @@ class Tenant:
         applied = self.store.applied_seq
         n = 0
         for cmd in self.log.commands(after=applied):
-            self._apply(cmd, index=False)
+            self._apply_logged(cmd, index=False)
             n += 1
         self.replayed = n
         self.log.release()
@@ -725,8 +735,7 @@ class Tenant:
                 + tb
             )
             cmd = Command(seq, header, blob)
-            self.log.write([cmd])
-            self._apply(cmd, index=True)
+            self._commit(cmd)
 
     def flush(self) -> None:
         """Wait until every command written so far is on disk."""
@@ -1014,8 +1023,7 @@ class Tenant:
                 ],
             )
             cmd = Command(seq, {"op": "event", "event": event})
-            self.log.write([cmd])
-            self._apply(cmd, index=True)
+            self._commit(cmd)
             sync_to = self.seq
         self.log.sync(sync_to)
         return {
@@ -1095,8 +1103,7 @@ class Tenant:
             seq = self.seq + 1
             event = self._event(seq, kind, item_id, actor, **fields)
             cmd = Command(seq, {"op": "event", "event": event})
-            self.log.write([cmd])
-            self._apply(cmd, index=True)
+            self._commit(cmd)
             sync_to = self.seq
         self.log.sync(sync_to)
         return event
@@ -1433,6 +1440,8 @@ class Tenant:
 
     @property
     def mode(self) -> str:
+        if self.stopped is not None:
+            return "stopped"
         return "normal" if self.features_available() else "exact-hash-only"
 
     def find_unverified(self, prep: Prepared) -> tuple[list[Candidate], dict[str, Any]]:
@@ -1714,8 +1723,7 @@ class Tenant:
             "event": event,
         }
         cmd = Command(seq, header, feats + keys + tb)
-        self.log.write([cmd])
-        self._apply(cmd, index=True)
+        self._commit(cmd)
         self.counters.upserts += 1
         return response
 
@@ -1767,8 +1775,7 @@ class Tenant:
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
         }
         cmd = Command(seq, header)
-        self.log.write([cmd])
-        self._apply(cmd, index=True)
+        self._commit(cmd)
         return response
 
     def compact(self) -> dict[str, Any]:
@@ -1776,8 +1783,8 @@ class Tenant:
         with self._lock:
             seq = self.seq + 1
             cmd = Command(seq, {"op": "compact"})
-            self.log.append(cmd)
-            purged = self._apply(cmd, index=True)
+            purged = self._commit(cmd)
+        self.log.sync(seq)
         dropped = self.index.compact()
         return {
             **self._envelope(),
@@ -1797,6 +1804,69 @@ class Tenant:
                     self._compacting.release()
 
             threading.Thread(target=run, name=f"compact-{self.tenant}", daemon=True).start()
+
+    # -- applying logged commands ----------------------------------------------------
+    def _writable(self) -> None:
+        if self.stopped is not None:
+            raise TenantUnavailable(
+                f"tenant {self.tenant!r} stopped writing: {self.stopped}",
+                "an operator checks the disk, then restarts the server (start-up "
+                "replays the log); queries keep answering meanwhile",
+            )
+
+    def _commit(self, cmd: Command) -> int:
+        """Log ``cmd`` (not yet fsynced) and apply it; call under the tenant lock."""
+        self._writable()
+        self.log.write([cmd])
+        return self._apply_logged(cmd, index=True, live=True)
+
+    def _apply_logged(self, cmd: Command, *, index: bool, live: bool = False) -> int:
+        """Apply a command that is already in the log, never leaving the tenant stuck.
+
+        * A storage error (the disk, not the command) stops the tenant's writes: the
+          command stays in the log and start-up applies it once the disk is fixed.
+        * Any other failure is the command's own: it is recorded as failed in the
+          store (in place of its effect) and skipped, here and on every replay,
+          which meets the same failure and records the same row.
+        * An unknown operation means the log is not this version's: start-up stops
+          (:class:`CorruptFile`) rather than skip what it cannot read.
+        """
+        try:
+            return self._apply(cmd, index=index)
+        except CorruptFile:
+            raise
+        except (OSError, sqlite3.OperationalError) as exc:
+            self.stopped = (
+                f"a storage error while applying command {cmd.seq} ({type(exc).__name__}: "
+                f"{exc})"
+            )
+            _log.error("tenant %s: %s", self.tenant, self.stopped)
+            if live:
+                raise NeardupIOError(self.store.path, OSError(str(exc))) from exc
+            raise
+        except Exception as exc:
+            op = str(cmd.header.get("op"))
+            reason = f"{type(exc).__name__}: {exc}"[:500]
+            self.store.apply_failed(cmd.seq, op, reason)
+            self.seq = max(getattr(self, "seq", 0), cmd.seq)
+            self.failed_commands += 1
+            _log.error(
+                "tenant %s: command %d (%s) could not be applied and is recorded as "
+                "failed: %s",
+                self.tenant,
+                cmd.seq,
+                op,
+                reason,
+            )
+            if live:
+                raise CommandFailed(
+                    f"command {cmd.seq} ({op}) was logged but could not be applied "
+                    f"({type(exc).__name__}); it is recorded as failed and has no effect",
+                    "nothing to undo; correct the request and send it again (report the "
+                    "failure: the server should have refused it before logging)",
+                    seq=cmd.seq,
+                ) from exc
+            return 0
 
     def _apply(self, cmd: Command, *, index: bool) -> int:
         h = cmd.header
@@ -1887,6 +1957,8 @@ class Tenant:
             "replayed_at_start": self.replayed,
             "trimmed_bytes_at_start": self.trimmed_bytes,
             "recovered_at_start": self.recovered,
+            "failed_commands": self.failed_commands,
+            "stopped": self.stopped,
             "last_snapshot_time": self.counters.last_snapshot_time,
             "retain": self.config.retain,
         }

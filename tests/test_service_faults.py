@@ -1,0 +1,200 @@
+"""Commands that fail to apply, storage errors while applying, and tenants that cannot
+start: each is confined to its command or its tenant (library and real servers)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from neardup._crypto import MasterSecret
+from neardup._errors import CommandFailed, NeardupIOError, NotFound, TenantUnavailable
+from neardup.store import FeatureStore
+from neardup.tenant import Tenant, TenantConfig
+from service_helpers import Server, fault_shim, producer
+
+MASTER = MasterSecret(b"m" * 32)
+CFG = TenantConfig(threshold=0.75, shingle="word:2", num_perm=32, bands=32, rows=1)
+SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 32, "rows": 1}
+
+# Inside a server process: an upsert of an item whose id starts with "poison" fails in
+# the store as a command nothing validated could foresee would (a defect).
+POISON_SHIM = """
+import neardup.store as _s
+_orig = _s.FeatureStore.apply_upsert
+def _apply_upsert(self, seq, **kw):
+    if str(kw.get("item_id", "")).startswith("poison"):
+        raise UnicodeEncodeError("utf-8", "\\ud800", 0, 1, "surrogates not allowed")
+    return _orig(self, seq, **kw)
+_s.FeatureStore.apply_upsert = _apply_upsert
+"""
+
+
+def _poison(monkeypatch: pytest.MonkeyPatch, exc: BaseException, *, once: bool = False) -> None:
+    orig = FeatureStore.apply_upsert
+    fired = []
+
+    def apply_upsert(self: FeatureStore, seq: int, **kw: Any) -> bool:
+        if str(kw["item_id"]).startswith("poison") and not (once and fired):
+            fired.append(seq)
+            raise exc
+        return orig(self, seq, **kw)
+
+    monkeypatch.setattr(FeatureStore, "apply_upsert", apply_upsert)
+
+
+def _new(tmp_path: Path) -> Tenant:
+    return Tenant.create(str(tmp_path / "t1"), "t1", CFG, MASTER)
+
+
+def test_a_command_that_fails_to_apply_is_recorded_and_skipped_on_every_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _poison(monkeypatch, OverflowError("Python int too large to convert to SQLite INTEGER"))
+    t = _new(tmp_path)
+    t.upsert(item_id="A", content="red fox runs very fast")
+    with pytest.raises(CommandFailed, match="recorded as failed") as err:
+        t.upsert(item_id="poison-1", content="some other words entirely")
+    assert err.value.seq == 2
+    # The tenant goes on: the next command follows the failed one.
+    b = t.upsert(item_id="B", content="red fox runs very fast today")
+    assert b["seq"] == 3 and b["candidates"][0]["item_id"] == "A"
+    assert t.stats()["failed_commands"] == 1 and t.mode == "normal"
+    reason = "OverflowError: Python int too large to convert to SQLite INTEGER"
+    assert t.store.failed_commands() == [{"seq": 2, "op": "upsert", "reason": reason}]
+    digest = t.digest()
+    t.close()
+    # Reopen: nothing to replay, same state.
+    t = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert t.digest() == digest and t.failed_commands == 1
+    t.close()
+    # Rebuild from the log alone: the replay meets the same failure and records it.
+    for f in (tmp_path / "t1").glob("features-*"):
+        f.unlink()
+    t = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert t.replayed == 3 and t.digest() == digest
+    assert [c["seq"] for c in t.store.failed_commands()] == [2]
+    with pytest.raises(NotFound, match="never stored"):
+        t.item("poison-1")
+    t.close()
+
+
+def test_a_storage_error_while_applying_stops_writes_and_start_up_applies_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t = _new(tmp_path)
+    t.upsert(item_id="A", content="red fox runs very fast")
+    with monkeypatch.context() as m:
+        _poison(m, sqlite3.OperationalError("disk I/O error"))
+        with pytest.raises(NeardupIOError):
+            t.upsert(item_id="poison-1", content="some other words entirely")
+    # Writes stop (the logged command must be applied before any later one) ...
+    assert t.mode == "stopped" and "disk I/O error" in t.stats()["stopped"]
+    with pytest.raises(TenantUnavailable, match="stopped writing"):
+        t.upsert(item_id="C", content="database backup completed nightly")
+    # ... queries still answer.
+    assert t.candidates("red fox runs very fast", limit=5)["candidates"][0]["item_id"] == "A"
+    t.log.sync(t.log.last_seq)
+    t.close()
+    # Once the disk is fine, start-up applies the logged command: the state is the
+    # one after it (it was logged, never acknowledged; both outcomes are allowed).
+    t = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert t.mode == "normal" and t.item("poison-1")["live"] is True
+    assert t.upsert(item_id="C", content="database backup completed nightly")["seq"] == 3
+    t.close()
+
+
+def test_a_poison_command_over_http_is_confined_to_itself(tmp_path: Path) -> None:
+    env = fault_shim(tmp_path / "shim", POISON_SHIM)
+    srv = Server(tmp_path / "data", operator_tenants=("t1", "t2"), env=env)
+    with srv, srv.client(srv.operator_token) as op:
+        for t in ("t1", "t2"):
+            op.put(f"/v1/tenants/{t}", json=SEED).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            u = "/v1/tenants/t1/items"
+            assert p.post(u, json={"item_id": "A", "content": "red fox runs"}).status_code == 200
+            r = p.post(u, json={"item_id": "poison-1", "content": "other words here"})
+            assert r.status_code == 422, r.text
+            assert r.json()["error"] == "command_failed" and r.json()["fix"]
+            assert str(tmp_path) not in r.text  # no server paths in answers
+            b = p.post(u, json={"item_id": "B", "content": "red fox runs fast"})
+            assert b.status_code == 200, b.text
+            assert p.get("/v1/tenants/t1/items/poison-1").status_code == 404
+        assert op.get("/v1/tenants/t1").json()["failed_commands"] == 1
+        assert 'neardup_failed_commands{tenant="t1"} 1.0' in op.get("/metrics").text
+    # A restart replays nothing fatal; every tenant serves.
+    srv2 = Server(tmp_path / "data", operator_tenants=("t1", "t2"), env=env)
+    with srv2, srv2.client(srv.operator_token) as op:
+        assert op.get("/readyz").json()["mode"] == "normal"
+        stats = op.get("/v1/tenants/t1").json()
+        assert stats["items"] == 2 and stats["failed_commands"] == 1
+        with producer(srv2, op, "t1") as p:
+            r = p.post("/v1/tenants/t1/items", json={"item_id": "C", "content": "new words"})
+            assert r.status_code == 200, r.text
+
+
+def test_a_tenant_that_cannot_start_fails_alone_and_reopens_once_repaired(
+    tmp_path: Path,
+) -> None:
+    srv = Server(tmp_path / "data", operator_tenants=("t1", "t2"))
+    with srv, srv.client(srv.operator_token) as op:
+        for t in ("t1", "t2"):
+            op.put(f"/v1/tenants/{t}", json=SEED).raise_for_status()
+            with producer(srv, op, t) as p:
+                for i in range(5):
+                    p.post(
+                        f"/v1/tenants/{t}/items",
+                        json={"item_id": f"x{i}", "content": f"some text number {i} here"},
+                    ).raise_for_status()
+    tdir = tmp_path / "data" / "tenants" / "t1"
+    log = next(tdir.glob("log-*.ndlog"))
+    good = log.read_bytes()
+    raw = bytearray(good)
+    raw[200] ^= 0xFF  # inside the first record: damage in the middle of the log
+    log.write_bytes(bytes(raw))
+    for f in tdir.glob("features-*"):
+        f.unlink()  # start-up must replay, and meets the damage
+    srv2 = Server(tmp_path / "data", operator_tenants=("t1", "t2"))
+    with srv2, srv2.client(srv.operator_token) as op:
+        ready = op.get("/readyz").json()
+        assert ready["ready"] is True and ready["mode"] == "degraded"
+        failed = ready["failed_tenants"]["t1"]
+        assert failed["error"] == "CorruptFile" and "byte offset" in failed["reason"]
+        assert "neardup repair" in failed["runbook"] and str(tmp_path) not in json.dumps(ready)
+        r = op.get("/v1/tenants/t1")
+        assert r.status_code == 503 and r.json()["error"] == "tenant_unavailable"
+        assert "neardup repair" in r.json()["fix"]
+        assert op.put("/v1/tenants/t1", json=SEED).status_code == 503  # not re-created
+        metrics = op.get("/metrics").text
+        assert 'neardup_mode{mode="failed",tenant="t1"} 1.0' in metrics
+        audit = (tmp_path / "data" / "audit.jsonl").read_text()
+        assert '"op":"tenant_failed"' in audit and '"tenant":"t1"' in audit
+        # The other tenant serves reads and writes.
+        assert op.get("/v1/tenants/t2").json()["items"] == 5
+        with producer(srv2, op, "t2") as p:
+            r = p.post("/v1/tenants/t2/items", json={"item_id": "y", "content": "more words"})
+            assert r.status_code == 200
+        # Still damaged: reopen says so.
+        assert op.post("/v1/tenants/t1/reopen").status_code == 503
+        # The operator puts back a good copy of the log; reopen brings the tenant back.
+        log.write_bytes(good)
+        r = op.post("/v1/tenants/t1/reopen")
+        assert r.status_code == 200, r.text
+        assert r.json()["reopened"] is True and r.json()["items"] == 5
+        assert op.get("/readyz").json()["mode"] == "normal"
+        with producer(srv2, op, "t1") as p:
+            assert p.get("/v1/tenants/t1/items/x3").json()["live"] is True
+        assert '"op":"reopen_tenant"' in (tmp_path / "data" / "audit.jsonl").read_text()
+
+
+def test_reopen_needs_the_operator_role(tmp_path: Path) -> None:
+    with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=SEED).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            assert p.post("/v1/tenants/t1/reopen").status_code == 403
+        r = op.post("/v1/tenants/t1/reopen")
+        assert r.status_code == 200 and r.json()["reopened"] is False
+        assert op.post("/v1/tenants/nope/reopen").status_code in (403, 404)
