@@ -198,3 +198,43 @@ def test_reopen_needs_the_operator_role(tmp_path: Path) -> None:
         r = op.post("/v1/tenants/t1/reopen")
         assert r.status_code == 200 and r.json()["reopened"] is False
         assert op.post("/v1/tenants/nope/reopen").status_code in (403, 404)
+
+
+def _words(seed: int, n: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return [f"w{rng.randrange(50_000)}" for _ in range(n)]
+
+
+def test_request_work_is_bounded_by_deterministic_budgets(tmp_path: Path) -> None:
+    """A ~1 MB near copy: no span explanation past the limit (the counts still
+    explain it), and exact verification stops at its budget, reported as capped."""
+    words = _words(1, 170_000)
+    big = " ".join(words)
+    assert len(big) > 1_000_000
+    cfg = TenantConfig(threshold=0.75, shingle="word:2", max_shingles=1_000_000)
+    t = Tenant.create(str(tmp_path / "t1"), "t1", cfg, MASTER, verify_budget=700_000)
+    for i in range(3):  # three stored near copies of the same text
+        w = list(words)
+        w[i::97] = ["edited"] * len(w[i::97])
+        t.upsert(item_id=f"c{i}", content=" ".join(w))
+    q = " ".join(words)
+    probe = t.candidates(q, limit=10)
+    # Each comparison costs |Q| + |c_i| (about 2 x 170k): the budget allows two.
+    assert probe["capped"] is True and probe["verify_budget_hit"] is True
+    assert probe["candidates_verified"] == 2 and probe["candidates_found"] == 3
+    # Same state, same query: the same candidates (a work budget, not a clock).
+    assert t.candidates(q, limit=10)["candidates"] == probe["candidates"]
+    # A verified duplicate stands; the cap only withholds "unique" (see decisions).
+    out = t.upsert(item_id="Q", content=big)
+    assert out["capped"] is True and out["decision"]["state"] == "duplicate"
+    t2 = Tenant.create(str(tmp_path / "t2"), "t2", cfg, MASTER)  # default budget
+    t2.upsert(item_id="c0", content=" ".join(words[:-1]))
+    d = t2.decide(big)["decision"]
+    assert d["state"] == "duplicate"
+    spans = d["explanation"]["spans"]
+    assert spans["query"] is None and "over the explanation limit" in spans["query_offsets"]
+    assert d["explanation"]["shared_shingles"] > 0
+    t2.close()
+    t.close()

@@ -60,7 +60,7 @@ _explanation = {
         "spans": {
             "type": "object",
             "properties": {
-                "query": _span_list,
+                "query": {"oneOf": [_span_list, {"type": "null"}]},
                 "query_offsets": _str,
                 "candidate": {"oneOf": [_span_list, {"type": "null"}]},
                 "candidate_offsets": _str,

@@ -117,6 +117,12 @@ class ServiceConfig:
     audit_sample_rate: float = 0.01
     audit_interval_s: float = 60.0
     audit_max_items: int = 20_000
+    #: Work budgets per request (deterministic, so decisions replay exactly): shingle
+    #: hashes compared in exact verification (query + candidate sizes, summed; past
+    #: it the remaining candidates are reported as capped), and the longest content
+    #: whose shared spans an explanation computes.
+    verify_budget: int = 4_000_000
+    explain_max_chars: int = 100_000
 
     def __post_init__(self) -> None:
         lo, hi = self.policy_threshold_range
@@ -161,6 +167,8 @@ class ServiceConfig:
             ("max_candidates", 1, 10_000),
             ("max_scan", 1, 1 << 30),
             ("compact_delta", 16, 1 << 24),
+            ("verify_budget", 1, 1 << 40),
+            ("explain_max_chars", 0, 1 << 40),
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -337,6 +345,8 @@ class Service:
             "audit_interval_s": self.config.audit_interval_s,
             "audit_max_items": self.config.audit_max_items,
             "batch_writes": True,
+            "verify_budget": self.config.verify_budget,
+            "explain_max_chars": self.config.explain_max_chars,
         }
 
     def close(self) -> None:

@@ -368,8 +368,14 @@ class Tenant:
         audit_interval_s: float = 60.0,
         audit_max_items: int = 20_000,
         batch_writes: bool = False,
+        verify_budget: int = 4_000_000,
+        explain_max_chars: int = 100_000,
     ) -> None:
         self.root = root
+        #: Shingle hashes compared per query (query + candidate sizes, summed).
+        self.verify_budget = verify_budget
+        #: Longest content whose shared spans are computed for an explanation.
+        self.explain_max_chars = explain_max_chars
         self.tenant = valid_tenant_id(tenant)
         self.config = config
         self.dedup = config.dedup_config()
@@ -772,20 +778,41 @@ class Tenant:
         capped = q.capped or len(order) > cap
         chosen = list(dict.fromkeys(same + [p for p in order if p != exclude]))[:cap]
         out: list[Candidate] = []
+        # A work budget, not a clock: the same query over the same state verifies the
+        # same candidates, so decisions replay exactly.  The first candidate is always
+        # verified; past the budget the rest are reported as capped.
+        budget, spent, over_budget = self.verify_budget, 0, False
         with span("verify", candidates=len(chosen)):
-            feats = self.store.features(chosen)
-            for p in chosen:
-                if p not in feats:
-                    continue  # tombstoned since the band read
-                item_id, f = feats[p]
-                inter, union = _exact(prep.features, f)
-                score = inter / union if union else 1.0
-                method = "identical" if p in same and inter == union else "minhash-lsh"
-                out.append(
-                    Candidate(
-                        item_id, score, inter, union, bands_hit.get(p, 0), first.get(p), method, p
+            for lo in range(0, len(chosen), 8):
+                if over_budget:
+                    break
+                part = chosen[lo : lo + 8]
+                feats = self.store.features(part)
+                for p in part:
+                    if p not in feats:
+                        continue  # tombstoned since the band read
+                    item_id, f = feats[p]
+                    cost = int(prep.features.shape[0] + f.shape[0])
+                    if out and spent + cost > budget:
+                        over_budget = True
+                        break
+                    spent += cost
+                    inter, union = _exact(prep.features, f)
+                    score = inter / union if union else 1.0
+                    method = "identical" if p in same and inter == union else "minhash-lsh"
+                    out.append(
+                        Candidate(
+                            item_id,
+                            score,
+                            inter,
+                            union,
+                            bands_hit.get(p, 0),
+                            first.get(p),
+                            method,
+                            p,
+                        )
                     )
-                )
+        capped = capped or over_budget
         out.sort(key=lambda c: (-c.score, c.item_id))
         self.counters.queries += 1
         self.counters.candidates_verified += len(out)
@@ -797,6 +824,8 @@ class Tenant:
             "bucket_entries_scanned": q.scanned,
             "capped": capped,
         }
+        if over_budget:
+            info["verify_budget_hit"] = True
         return out[:limit], info
 
     def decision(
@@ -936,6 +965,17 @@ class Tenant:
         feats = self.store.features([best.pos]).get(best.pos)
         other = feats[1] if feats is not None else np.zeros(0, dtype=np.uint64)
         cand_text = self.store.text(best.pos) if self.config.retain == "text" else None
+        limit = self.explain_max_chars
+        # Spans cost Python work per shingle; past the limit the counts above still
+        # explain the decision, and the request does not hold the tenant for seconds.
+        query_spans = self._spans(content, self.config.normalizer, other) if len(
+            content
+        ) <= limit else None
+        cand_spans = (
+            self._spans(cand_text, "raw", prep.features)
+            if cand_text is not None and len(cand_text) <= limit
+            else None
+        )
         return {
             "candidate": best.item_id,
             "jaccard": best.score,
@@ -946,15 +986,21 @@ class Tenant:
             "bands_total": self.bands,
             "rows_per_band": self.rows,
             "spans": {
-                "query": self._spans(content, self.config.normalizer, other),
-                "query_offsets": "characters of the submitted content",
-                "candidate": (
-                    self._spans(cand_text, "raw", prep.features) if cand_text is not None else None
+                "query": query_spans,
+                "query_offsets": (
+                    "characters of the submitted content"
+                    if query_spans is not None
+                    else f"not computed: the content has {len(content)} characters, over "
+                    f"the explanation limit of {limit}"
                 ),
+                "candidate": cand_spans,
                 "candidate_offsets": (
                     "characters of the candidate's retained normalized text"
-                    if cand_text is not None
+                    if cand_spans is not None
                     else "not available: the tenant retains hashed shingles only"
+                    if cand_text is None
+                    else f"not computed: the retained text has {len(cand_text)} characters, "
+                    f"over the explanation limit of {limit}"
                 ),
             },
             "why": reason,
