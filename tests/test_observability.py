@@ -92,7 +92,9 @@ def test_metrics_audit_rejections_and_cross_version(client) -> None:
         'neardup_audit_total{tenant="t1",what="misses"} 0.0',
         'neardup_decisions_rejected{tenant="t1"} 1.0',
         'neardup_cross_version_attempts{tenant="t1"} 1.0',
-        'neardup_bucket_size{quantile="0.99",tenant="t1"}',
+        'neardup_bucket_size{quantile="1.0",tenant="t1"} 1.0',  # before any compaction
+        'neardup_candidates_per_query_count{tenant="t1"}',
+        'neardup_verification_score_count{tenant="t1"}',
         'neardup_tombstone_lag_entries{tenant="t1"} 8.0',  # A's 8 bands until compaction
         'neardup_mode{mode="normal",tenant="t1"} 1.0',
         'neardup_labelled{measure="precision",tenant="t1"} -1.0',

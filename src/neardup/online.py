@@ -116,11 +116,15 @@ class BandIndex:
         )
 
     def bucket_sizes(self) -> npt.NDArray[np.int64]:
-        """Sizes of all non-empty buckets in ``main`` (for metrics)."""
+        """Sizes of all non-empty buckets, main arrays and delta together (metrics)."""
         out: list[npt.NDArray[np.int64]] = []
         mk, off = self._mkeys, self._offsets
+        dn = self._dn
+        dkeys, dmask = self._dkeys[:dn], self._dmask[:dn]
         for b in range(self.bands):
             seg = mk[off[b] : off[b + 1]]
+            if dn:
+                seg = np.sort(np.concatenate([seg, dkeys[:, b][dmask[:, b]]]))
             if seg.size:
                 edges = np.flatnonzero(np.diff(seg)) + 1
                 bounds = np.concatenate([[0], edges, [seg.size]])

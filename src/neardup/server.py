@@ -74,12 +74,14 @@ class _Metrics:
         self.candidates = Histogram(
             "neardup_candidates_per_query",
             "exactly verified candidates per query",
+            ["tenant"],
             registry=self.registry,
             buckets=(0, 1, 2, 5, 10, 20, 50, 100, 1000),
         )
         self.scores = Histogram(
             "neardup_verification_score",
             "exact Jaccard of verified candidates",
+            ["tenant"],
             registry=self.registry,
             buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0),
         )
@@ -363,9 +365,10 @@ def create_app(
 
     def observe(tenant: str, result: dict[str, Any]) -> None:
         cands = result.get("candidates", result.get("evidence", []))
-        metrics.candidates.observe(len(cands))
+        metrics.candidates.labels(tenant).observe(len(cands))
+        scores = metrics.scores.labels(tenant)
         for c in cands:
-            metrics.scores.observe(c["score"])
+            scores.observe(c["score"])
         d = result.get("decision")
         if d:
             metrics.decisions.labels(tenant, d["state"]).inc()
