@@ -238,3 +238,42 @@ def test_request_work_is_bounded_by_deterministic_budgets(tmp_path: Path) -> Non
     assert d["explanation"]["shared_shingles"] > 0
     t2.close()
     t.close()
+
+
+def test_retiring_the_first_version_after_a_promotion_keeps_the_tenant(tmp_path: Path) -> None:
+    """Found by the model test: retiring the version that lives in the tenant's root
+    folder removed the whole folder, the promoted version with it (503 degraded at
+    once, the tenant gone after a restart)."""
+    srv = Server(tmp_path / "data")
+    with srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=SEED).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            for i in range(4):
+                r = p.post(
+                    "/v1/tenants/t1/items",
+                    json={"item_id": f"x{i}", "content": f"some words number {i} here"},
+                )
+                r.raise_for_status()
+            shadow = {**SEED, "num_perm": 48, "bands": 48}
+            assert op.put("/v1/tenants/t1/shadow", json=shadow).status_code == 200
+            assert op.post("/v1/tenants/t1/shadow/promote").status_code == 200
+            assert op.post("/v1/tenants/t1/shadow/retire").status_code == 200
+            r = p.post("/v1/tenants/t1/items", json={"item_id": "y", "content": "more words"})
+            assert r.status_code == 200, r.text
+            digest = op.get("/v1/tenants/t1/digest").json()["digest"]
+    srv2 = Server(tmp_path / "data")
+    with srv2, srv2.client(srv.operator_token) as op:
+        stats = op.get("/v1/tenants/t1")
+        assert stats.status_code == 200, stats.text
+        assert stats.json()["items"] == 5 and stats.json()["bands"] == 48
+        assert op.get("/v1/tenants/t1/digest").json()["digest"] == digest
+        # The live version is a shadow-* folder now: the next switch starts from it.
+        assert op.put("/v1/tenants/t1/shadow", json=SEED).status_code == 200
+        assert op.post("/v1/tenants/t1/shadow/rollback").status_code == 200
+        assert op.put("/v1/tenants/t1/shadow", json=SEED).status_code == 200
+        digest = op.get("/v1/tenants/t1/digest").json()["digest"]
+        srv2.kill9()
+    srv3 = Server(tmp_path / "data")
+    with srv3, srv3.client(srv.operator_token) as op:
+        assert op.get("/v1/tenants/t1/digest").json()["digest"] == digest
+        assert op.get("/v1/tenants/t1/shadow").json()["role"] == "shadow"

@@ -40,7 +40,7 @@ from .decisions import chain_hash
 from .persist import atomic_write
 from .tenant import Tenant, TenantConfig
 
-__all__ = ["Migration", "load_tenant", "read_pointer"]
+__all__ = ["POINTER", "Migration", "load_tenant", "read_pointer"]
 
 Role = Literal["shadow", "previous"]
 POINTER = "LIVE.json"
@@ -60,6 +60,27 @@ def read_pointer(root: str) -> dict[str, Any]:
     return doc
 
 
+def _remove_version(root: str, rel: str) -> None:
+    """Delete the files of one version of a tenant, never another version's.
+
+    A tenant's first version lives in the root folder itself (``rel == "."``), the
+    later ones in ``shadow-*`` sub-folders: retiring the first version after a
+    promotion removes the root's own files and keeps ``LIVE.json`` and every
+    sub-folder version (removing the folder ``root/.`` would delete them all).
+    """
+    if os.path.normpath(rel) != ".":
+        shutil.rmtree(os.path.join(root, rel), ignore_errors=True)
+        return
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if name == POINTER or (name.startswith("shadow-") and os.path.isdir(path)):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+
+
 def _write_pointer(root: str, live: str, other: str | None, role: Role | None) -> None:
     doc = {"format": "neardup-live-v1", "live": live, "other": other, "role": role}
     atomic_write(os.path.join(root, POINTER), json.dumps(doc, sort_keys=True).encode())
@@ -70,6 +91,9 @@ def load_tenant(root: str, master: MasterSecret, **kw: Any) -> tuple[Tenant, Mig
     ptr = read_pointer(root)
     live = Tenant.open_dir(os.path.normpath(os.path.join(root, ptr["live"])), master, **kw)
     mig = Migration(root, master, live, kw)
+    # Where the live version lives: after a promotion and a retirement it is a
+    # shadow-* folder with no companion, and the next switch must point there.
+    mig.live_rel = ptr["live"]
     if ptr.get("other"):
         other = Tenant.open_dir(os.path.normpath(os.path.join(root, ptr["other"])), master, **kw)
         mig.attach(other, ptr["role"], ptr["other"], ptr["live"])
@@ -265,7 +289,7 @@ class Migration:
             _write_pointer(self.root, self.live_rel, None, None)
             self.other, self.other_rel, self.role = None, None, None
             other.close()
-            shutil.rmtree(os.path.join(self.root, rel), ignore_errors=True)
+            _remove_version(self.root, rel)
             return self.status()
 
     def _record(self, action: str, actor: str | None, **fields: Any) -> str:

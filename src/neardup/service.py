@@ -59,7 +59,7 @@ from ._errors import (
 )
 from .auth import AuditLog, Keyring, Principal
 from .lsh import candidate_probability, default_layout
-from .migration import Migration, load_tenant
+from .migration import POINTER, Migration, load_tenant
 from .persist import atomic_write
 from .tenant import Tenant, TenantConfig, valid_tenant_id
 
@@ -232,7 +232,9 @@ class Service:
         self.failed: dict[str, dict[str, Any]] = {}
         tdir = os.path.join(config.data_dir, "tenants")
         for name in sorted(os.listdir(tdir)):
-            if os.path.exists(os.path.join(tdir, name, "tenant.json")):
+            # A tenant whose first version was retired after a promotion has no
+            # tenant.json in its root, only LIVE.json pointing at the live version.
+            if any(os.path.exists(os.path.join(tdir, name, f)) for f in ("tenant.json", POINTER)):
                 self._open_tenant(name)
 
     def _open_tenant(self, name: str) -> Tenant | None:
@@ -825,6 +827,14 @@ class Service:
     def restore(self, principal: Principal, tenant_id: str, blob: bytes) -> dict[str, Any]:
         t = self.tenant(principal, "restore", tenant_id)
         try:
+            mig = self._migrations.get(tenant_id)
+            if mig is not None and mig.other is not None:
+                # The companion mirrors the live state; a restore would leave it
+                # describing another history.
+                raise Conflict(
+                    f"tenant {tenant_id!r} has a {mig.role} version attached",
+                    "roll back the shadow or retire the previous version, then restore",
+                )
             out = t.restore(blob)
         except Exception as exc:
             self.audit.write(
