@@ -1,0 +1,62 @@
+"""Storage faults through real ``neardup serve`` processes."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+from service_helpers import Server, producer
+
+SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+PAGE = 4096
+
+
+def _fill(data: Path) -> dict[str, bool]:
+    """Acknowledged writes (item id -> live), with a snapshot part-way."""
+    acked: dict[str, bool] = {}
+    with Server(data) as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=SEED).raise_for_status()
+        with producer(srv, op, "t1") as p:
+            for i in range(24):
+                r = p.post(
+                    "/v1/tenants/t1/items",
+                    json={
+                        "item_id": f"x{i}",
+                        "content": f"some text number {i} about item {i * 13} here",
+                        "idempotency_key": f"k{i}",
+                    },
+                )
+                r.raise_for_status()
+                acked[f"x{i}"] = True
+                if i == 10:
+                    op.post("/v1/tenants/t1/snapshot").raise_for_status()
+            p.delete("/v1/tenants/t1/items/x4").raise_for_status()
+            acked["x4"] = False
+    return acked
+
+
+def test_a_bit_flip_in_the_last_log_record_is_refused_naming_the_log(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _fill(data)
+    log = next((data / "tenants" / "t1").glob("log-*.ndlog"))
+    raw = bytearray(log.read_bytes())
+    off, last = 24, 24
+    while off < len(raw):  # find the last record
+        last = off
+        off += 12 + struct.unpack_from("<I", raw, off + 4)[0]
+    raw[(last + 12 + len(raw)) // 2] ^= 0x04
+    log.write_bytes(bytes(raw))
+    srv = Server(data)
+    try:
+        srv.start()
+    except RuntimeError:
+        started = False
+    else:
+        started = True  # a damaged tenant may fail alone while the server runs
+    output = srv.stop()
+    assert str(log) in output, output[-2000:]
+    assert f"byte offset {last}" in output and "damage, not a torn write" in output
+    assert "trimmed" not in output
+    if not started:
+        assert srv.proc is not None and srv.proc.returncode == 2
+    assert len(log.read_bytes()) == len(raw)  # never trimmed
