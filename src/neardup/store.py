@@ -11,10 +11,17 @@ The store is *derived* state: every change is first written to the command log
 applied, in the same transaction as the change.  Replaying a command whose
 sequence number is not above ``applied_seq`` is a no-op, so replaying the log
 twice gives the same state.
+
+**Verified at open.**  Opening runs ``PRAGMA integrity_check`` (every page, every
+index entry against its row) before anything is read, and raises any failure —
+of the check, the schema, the ``meta`` rows — as :class:`~neardup.CorruptFile`
+naming the file (the tenant then sets the store aside and rebuilds it from a
+snapshot and the command log), never as a raw ``sqlite3`` error.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -29,7 +36,7 @@ import numpy.typing as npt
 from ._crypto import Sealer
 from ._errors import CorruptFile, NeardupIOError
 
-__all__ = ["FeatureStore", "StoredItem"]
+__all__ = ["FeatureStore", "StoredItem", "store_error"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -83,6 +90,43 @@ CREATE TABLE IF NOT EXISTS labels (
 """
 
 
+# SQLite result codes of the environment (full disk, permissions, locks, write
+# errors): rebuilding the store would fail the same way, so they are not damage.
+# Every other code (SQLITE_CORRUPT, SQLITE_NOTADB, ...) and the read errors below
+# (a bad sector) say the *file* is damaged: the store is set aside and rebuilt.
+_DAMAGE_EXTENDED = {
+    sqlite3.SQLITE_IOERR_READ,
+    sqlite3.SQLITE_IOERR_SHORT_READ,
+    getattr(sqlite3, "SQLITE_IOERR_CORRUPTFS", 8458),
+    getattr(sqlite3, "SQLITE_IOERR_DATA", 8202),
+}
+_ENVIRONMENT_CODES = {
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_NOMEM,
+}
+
+
+def store_error(path: str, exc: sqlite3.Error, what: str) -> CorruptFile | NeardupIOError:
+    """The neardup error for a SQLite error on the store at ``path``.
+
+    :class:`CorruptFile` when SQLite reports damage (or an error it gives no code
+    for), :class:`NeardupIOError` when it reports the environment (I/O on write,
+    full disk, permissions, locks).
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    detail = f"{what} ({name}: {exc})"
+    if code is not None and code not in _DAMAGE_EXTENDED and code & 0xFF in _ENVIRONMENT_CODES:
+        return NeardupIOError(path, OSError(errno.EIO, detail))
+    return CorruptFile(path, detail)
+
+
 def _signed(h: int) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
@@ -113,28 +157,52 @@ class FeatureStore:
     """SQLite feature store of one tenant (see the module docstring)."""
 
     def __init__(self, path: str, sealer: Sealer, tenant: str) -> None:
+        """Open (creating if absent) and verify the store (see the module docstring).
+
+        Every read made here — the SQLite header, the integrity check, the schema
+        and the ``meta`` rows — runs before the store is used, and
+        any failure is raised as :class:`~neardup.CorruptFile` naming ``path``
+        (damage: the caller may set the file aside and rebuild it) or
+        :class:`~neardup.NeardupIOError` (the disk or the environment, not the
+        file: rebuilding would not help), never as a raw ``sqlite3`` error.
+        """
         self.path = path
         self._sealer = sealer
         self._tenant = tenant
+        self._pending_applied: int | None = None
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise store_error(path, exc, "cannot open it") from exc
+        try:
             self._db.execute("PRAGMA journal_mode=WAL")
             # The command log is fsynced before every acknowledgement, so the store
             # may lag on power loss: start-up replays what it misses.
             self._db.execute("PRAGMA synchronous=NORMAL")
+            problem = self.integrity_problem()
+            if problem is not None:
+                raise CorruptFile(path, f"SQLite integrity check failed: {problem}")
             self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise CorruptFile(path, f"not a usable SQLite feature store ({exc})") from exc
-        except OSError as exc:  # pragma: no cover - sqlite raises DatabaseError mostly
-            raise NeardupIOError(path, exc) from exc
-        v = self.meta("applied_seq")
-        self._applied = int(v) if v is not None else 0
-        self._pending_applied: int | None = None
-        stored = self.meta("tenant")
-        if stored is None:
-            self._set_meta("tenant", tenant)
-        elif stored != tenant:
-            raise CorruptFile(path, f"feature store of tenant {stored!r}, expected {tenant!r}")
+            v = self.meta("applied_seq")
+            try:
+                self._applied = int(v) if v is not None else 0
+            except ValueError:
+                raise CorruptFile(path, f"meta applied_seq is {v!r}, not a number") from None
+            stored = self.meta("tenant")
+            if stored is None:
+                self._set_meta("tenant", tenant)
+            elif stored != tenant:
+                raise CorruptFile(path, f"feature store of tenant {stored!r}, expected {tenant!r}")
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise store_error(path, exc, "not a usable SQLite feature store") from exc
+            if isinstance(exc, UnicodeDecodeError):
+                # SQLite quoted damaged schema text in its message: not even UTF-8.
+                raise CorruptFile(
+                    path, f"SQLite reports damage in a message that is not UTF-8 ({exc})"
+                ) from exc
+            raise
 
     # -- meta ------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -154,12 +222,24 @@ class FeatureStore:
         """The last command applied (cached; written in each change's transaction)."""
         return self._applied
 
-    def integrity_ok(self) -> bool:
+    def integrity_problem(self) -> str | None:
+        """None if ``PRAGMA integrity_check`` passes, else what it (or SQLite) reports.
+
+        ``integrity_check`` rather than ``quick_check``: it also verifies that every
+        index entry matches its row, so a flipped byte in an item id, position or
+        content hash is caught (the index no longer agrees), not only broken page
+        structure.  It reads the whole file: 0.13-0.35 s warm, about 2.7 s cold,
+        for a 173 MB store of 50,000 items.
+        """
         try:
-            row = self._db.execute("PRAGMA quick_check").fetchone()
-        except sqlite3.DatabaseError:
-            return False
-        return bool(row and row[0] == "ok")
+            rows = self._db.execute("PRAGMA integrity_check(20)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        msgs = [str(r[0]) for r in rows]
+        return None if msgs == ["ok"] else "; ".join(msgs)
+
+    def integrity_ok(self) -> bool:
+        return self.integrity_problem() is None
 
     # -- sealing -----------------------------------------------------------------
     def _aad(self, pos: int, what: bytes) -> bytes:
