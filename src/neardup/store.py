@@ -12,11 +12,27 @@ applied, in the same transaction as the change.  Replaying a command whose
 sequence number is not above ``applied_seq`` is a no-op, so replaying the log
 twice gives the same state.
 
-**Verified at open.**  Opening runs ``PRAGMA integrity_check`` (every page, every
-index entry against its row) before anything is read, and raises any failure —
-of the check, the schema, the ``meta`` rows — as :class:`~neardup.CorruptFile`
-naming the file (the tenant then sets the store aside and rebuilds it from a
-snapshot and the command log), never as a raw ``sqlite3`` error.
+**Self-verifying.**  SQLite checks its page structure, not what the rows say: a
+flipped byte in a row (a band key, a tombstone, an id, an idempotent response,
+``applied_seq``) reads back as valid.  So every table carries a **row checksum**:
+the XOR of a keyless 64-bit BLAKE2b digest of each row (table name, every column,
+typed), kept in ``nd_rowsums`` by triggers in the same transaction as the change
+(every INSERT, UPDATE, DELETE and REPLACE, whoever writes it).  Opening the store
+verifies, before anything is read from it:
+
+1. ``PRAGMA integrity_check``: every page, every index entry against its row;
+2. the schema: every ``sqlite_master`` entry is one this version creates (a
+   renamed table or column, or an edited trigger, is damage);
+3. every table's rows against its checksum (a full read of the store).
+
+Any failure is a :class:`~neardup.CorruptFile` naming the file (the tenant then
+sets the store aside and rebuilds it from a snapshot and the command log).  A
+store written before the checksums existed is adopted on its first open: its
+checksums are computed from its content after the integrity check passes.
+Measured on a 173 MB store of 50,000 items (150,000 rows): integrity check
+0.13-0.24 s warm, row checksums 0.65-1.0 s warm; cold, reading the file
+dominates (2.7 s at this machine's disk).  The checksums detect damage, not
+tampering (they are keyless; features and text are AES-GCM sealed for that).
 """
 
 from __future__ import annotations
@@ -26,6 +42,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -88,6 +105,89 @@ CREATE TABLE IF NOT EXISTS labels (
   record TEXT NOT NULL
 );
 """
+
+
+_SUMS = "nd_rowsums"
+_DIGEST_PERSON = b"nd-rowsum-v1"
+_F64 = struct.Struct("<d")
+
+
+def _row_digest(table: bytes, row: Sequence[Any]) -> int:
+    """Keyless 64-bit digest of one row: the table name and each column, typed."""
+    parts: list[bytes] = [table]
+    for v in row:
+        t = type(v)
+        if v is None:
+            parts.append(b"\x00")
+        elif t is int:
+            parts.append(b"\x01" + int(v).to_bytes(8, "little", signed=True))
+        elif t is str:
+            b = str(v).encode("utf-8", "surrogatepass")
+            parts.append(b"\x02" + len(b).to_bytes(4, "little"))
+            parts.append(b)
+        elif t is bytes:
+            parts.append(b"\x03" + len(v).to_bytes(4, "little"))
+            parts.append(v)
+        else:
+            parts.append(b"\x04" + _F64.pack(float(v)))
+    h = hashlib.blake2b(b"".join(parts), digest_size=8, person=_DIGEST_PERSON)
+    return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def _rowmix(x: int, table: str, *row: Any) -> int:
+    """``x`` XOR the digest of ``row`` (the triggers' SQL function ``nd_rowmix``)."""
+    return int(x) ^ _row_digest(table.encode(), row)
+
+
+def _norm_sql(sql: str | None) -> str | None:
+    return None if sql is None else " ".join(sql.split())
+
+
+def _expected_schema() -> tuple[
+    dict[str, tuple[str, ...]], str, set[tuple[str, str, str, str]]
+]:
+    """Columns of each checksummed table, the checksum SQL (table + triggers) and
+    every ``sqlite_master`` entry (type, name, table, normalized SQL) of a store."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(_SCHEMA)
+        tables = [
+            str(r[0])
+            for r in mem.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
+        ]
+        cols = {
+            t: tuple(str(r[1]) for r in mem.execute(f"PRAGMA table_info({t})"))
+            for t in tables
+        }
+        sql = [
+            f"CREATE TABLE IF NOT EXISTS {_SUMS} "
+            "(tbl TEXT PRIMARY KEY, x INTEGER NOT NULL);"
+        ]
+        for t, cs in cols.items():
+            new = ", ".join(f"NEW.{c}" for c in cs)
+            old = ", ".join(f"OLD.{c}" for c in cs)
+            mix = f"UPDATE {_SUMS} SET x = nd_rowmix"  # noqa: S608
+            sql += [
+                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_ins AFTER INSERT ON {t} BEGIN "
+                f"{mix}(x, '{t}', {new}) WHERE tbl = '{t}'; END;",
+                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_del AFTER DELETE ON {t} BEGIN "
+                f"{mix}(x, '{t}', {old}) WHERE tbl = '{t}'; END;",
+                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_upd AFTER UPDATE ON {t} BEGIN "
+                f"{mix}(nd_rowmix(x, '{t}', {old}), '{t}', {new}) WHERE tbl = '{t}'; END;",
+            ]
+        sums_sql = "\n".join(sql)
+        mem.create_function("nd_rowmix", -1, _rowmix, deterministic=True)
+        mem.executescript(sums_sql)
+        entries = {
+            (str(a), str(b), str(c), str(_norm_sql(d)))
+            for a, b, c, d in mem.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")
+        }
+    finally:
+        mem.close()
+    return cols, sums_sql, entries
+
+
+_COLUMNS, _SUMS_SQL, _ENTRIES = _expected_schema()
 
 
 # SQLite result codes of the environment (full disk, permissions, locks, write
@@ -159,8 +259,8 @@ class FeatureStore:
     def __init__(self, path: str, sealer: Sealer, tenant: str) -> None:
         """Open (creating if absent) and verify the store (see the module docstring).
 
-        Every read made here — the SQLite header, the integrity check, the schema
-        and the ``meta`` rows — runs before the store is used, and
+        Every read made here — the SQLite header, the integrity check, the schema,
+        the row checksums and the ``meta`` rows — runs before the store is used, and
         any failure is raised as :class:`~neardup.CorruptFile` naming ``path``
         (damage: the caller may set the file aside and rebuild it) or
         :class:`~neardup.NeardupIOError` (the disk or the environment, not the
@@ -175,6 +275,10 @@ class FeatureStore:
         except sqlite3.Error as exc:
             raise store_error(path, exc, "cannot open it") from exc
         try:
+            self._db.create_function("nd_rowmix", -1, _rowmix, deterministic=True)
+            # REPLACE deletes the row it replaces: only with recursive triggers does
+            # that deletion reach the row checksum.
+            self._db.execute("PRAGMA recursive_triggers=ON")
             self._db.execute("PRAGMA journal_mode=WAL")
             # The command log is fsynced before every acknowledgement, so the store
             # may lag on power loss: start-up replays what it misses.
@@ -182,7 +286,7 @@ class FeatureStore:
             problem = self.integrity_problem()
             if problem is not None:
                 raise CorruptFile(path, f"SQLite integrity check failed: {problem}")
-            self._db.executescript(_SCHEMA)
+            self._verify_rows(self._check_schema())
             v = self.meta("applied_seq")
             try:
                 self._applied = int(v) if v is not None else 0
@@ -221,6 +325,72 @@ class FeatureStore:
     def applied_seq(self) -> int:
         """The last command applied (cached; written in each change's transaction)."""
         return self._applied
+
+    def _check_schema(self) -> set[str]:
+        """Refuse schema entries this version does not create; create the missing
+        ones.  Returns the tables whose checksum must be computed (adopted) rather
+        than verified: all of them in a new store or one written before checksums
+        existed, a table this version adds in an older one."""
+        present = {
+            (str(a), str(b), str(c), str(_norm_sql(d)))
+            for a, b, c, d in self._db.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master"
+            )
+        }
+        unknown = sorted(present - _ENTRIES)
+        if unknown:
+            kind, name, _tbl, sql = unknown[0]
+            raise CorruptFile(
+                self.path,
+                f"schema entry {kind} {name!r} ({sql[:120]}) is not one this store "
+                f"creates ({len(unknown)} such entries)",
+            )
+        names = {e[1] for e in present}
+        had_sums = _SUMS in names
+        self._db.executescript(_SCHEMA + _SUMS_SQL)
+        summed = {str(r[0]) for r in self._db.execute(f"SELECT tbl FROM {_SUMS}")}  # noqa: S608
+        adopt: set[str] = set()
+        for table in _COLUMNS:
+            if table in summed:
+                continue
+            if had_sums and table in names:
+                raise CorruptFile(self.path, f"table {table!r} has no row checksum")
+            adopt.add(table)
+        return adopt
+
+    def _table_digest(self, table: str) -> int:
+        cols = ", ".join(_COLUMNS[table])
+        x, name = 0, table.encode()
+        for row in self._db.execute(f"SELECT {cols} FROM {table}"):  # noqa: S608
+            x ^= _row_digest(name, row)
+        return x
+
+    def _verify_rows(self, adopt: set[str]) -> None:
+        """Every table's rows against its checksum; adopt (compute) those in ``adopt``."""
+        if adopt:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in sorted(adopt):
+                    self._db.execute(
+                        f"INSERT INTO {_SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
+                        (table, self._table_digest(table)),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        sums = dict(self._db.execute(f"SELECT tbl, x FROM {_SUMS}").fetchall())  # noqa: S608
+        for table in _COLUMNS:
+            if table in adopt:
+                continue
+            got = self._table_digest(table)
+            if got != sums[table]:
+                raise CorruptFile(
+                    self.path,
+                    f"the rows of table {table!r} do not match their checksum "
+                    f"({got & (2**64 - 1):016x}, recorded {sums[table] & (2**64 - 1):016x}): "
+                    "a row was changed outside SQLite (damage on disk)",
+                )
 
     def integrity_problem(self) -> str | None:
         """None if ``PRAGMA integrity_check`` passes, else what it (or SQLite) reports.

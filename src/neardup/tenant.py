@@ -19,7 +19,7 @@ Guarantees:
   is reported), a damaged record — in the middle or the last one — stops start-up
   with the file and offset (see :mod:`neardup.cmdlog` for the exact rule).  A
   feature store that fails to open, any of its checks at open (SQLite integrity,
-  schema: see :mod:`neardup.store`) or any read during start-up,
+  schema, row checksums: see :mod:`neardup.store`) or any read during start-up,
   or that lags behind the log's start, is set aside and rebuilt from the latest
   snapshot that verifies and that the log continues (``recovered`` in
   :meth:`Tenant.stats`), then the log is replayed after it; with no such snapshot
