@@ -1,4 +1,4 @@
-"""Command log: durability format, torn tails trimmed, middle damage refused."""
+"""Command log: durability format, torn tails trimmed, damage (anywhere) refused."""
 
 from __future__ import annotations
 
@@ -68,18 +68,141 @@ def test_any_torn_tail_is_trimmed_to_the_last_whole_record(tmp_path_factory, cut
     assert read(p) == [1, 2, 3, 4]
 
 
-def test_garbage_tail_and_bad_checksum_on_last_record_are_trimmed(tmp_path: Path) -> None:
+def test_garbage_tail_is_trimmed_but_a_bad_checksum_on_the_last_record_is_refused(
+    tmp_path: Path,
+) -> None:
     p = tmp_path / "log"
     ends = fill(p, 3)
     with open(p, "ab") as fh:
         fh.write(b"\xd5ND")  # a torn record magic
     assert read(p) == [1, 2, 3]
+    assert os.path.getsize(p) == ends[-1]
     with open(p, "r+b") as fh:
         fh.seek(ends[-1] - 3)
         fh.write(b"\x00\x00\x00")
+    # The last record is all there: its failing checksum is damage, not a torn write.
+    with pytest.raises(CorruptFile, match=f"last record, at byte offset {ends[-2]}") as exc:
+        CommandLog.open(str(p), SEAL, aad=b"t")
+    assert "follows sequence 2" in str(exc.value) and str(p) in str(exc.value)
+    assert os.path.getsize(p) == ends[-1]  # nothing trimmed
+
+
+def flip(path: Path, at: int, mask: int = 0x01) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        b = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([b[0] ^ mask]))
+
+
+def test_a_byte_flipped_anywhere_in_the_last_record_is_refused_never_trimmed(
+    tmp_path: Path,
+) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 4)
+    good = p.read_bytes()
+    start, size = ends[-2], ends[-1]
+    for at in range(start, size):
+        for mask in (0x01, 0x80, 0xFF):
+            p.write_bytes(good)
+            flip(p, at, mask)
+            with pytest.raises(CorruptFile, match=f"byte offset {start}") as exc:
+                CommandLog.open(str(p), SEAL, aad=b"t")
+            assert str(p) in str(exc.value) and "follows sequence 3" in str(exc.value)
+            assert os.path.getsize(p) == size, (at, mask)  # never trimmed
+
+
+def test_a_damaged_length_of_the_last_record_is_told_from_a_torn_write(tmp_path: Path) -> None:
+    import struct
+
+    p = tmp_path / "log"
+    ends = fill(p, 3)
+    good = p.read_bytes()
+    start = ends[-2]
+    (n,) = struct.unpack_from("<I", good, start + 4)
+    for bad in (n + 1, n + 1000, n * 2, 2**31, 2**32 - 1, n - 1, 0):
+        data = bytearray(good)
+        struct.pack_into("<I", data, start + 4, bad)
+        p.write_bytes(bytes(data))
+        with pytest.raises(CorruptFile, match=f"byte offset {start}") as exc:
+            CommandLog.open(str(p), SEAL, aad=b"t")
+        if bad > n:  # runs past the end of the file, yet its checksum matches
+            assert f"matches the {n} bytes present" in str(exc.value)
+    # A damaged length followed by a torn record: still told by the checksum.
+    data = bytearray(good)
+    struct.pack_into("<I", data, start + 4, n + 500)
+    p.write_bytes(bytes(data) + b"\xd5NDR\x40\x00\x00\x00part")
+    with pytest.raises(CorruptFile, match=f"declares {n + 500} payload bytes"):
+        CommandLog.open(str(p), SEAL, aad=b"t")
+
+
+def test_truncation_at_every_byte_of_the_last_record_is_trimmed(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 4)
+    good = p.read_bytes()
+    for cut in range(ends[-2], ends[-1]):
+        p.write_bytes(good[:cut])
+        log = CommandLog.open(str(p), SEAL, aad=b"t")
+        assert [c.seq for c in log.commands()] == [1, 2, 3], cut
+        assert log.trimmed_bytes == cut - ends[-2] and log.last_seq == 3
+        log.close()
+        assert os.path.getsize(p) == ends[-2]
+
+
+def test_a_zero_filled_tail_is_refused_with_the_power_loss_fix(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 2)
+    with open(p, "ab") as fh:
+        fh.write(bytes(64))  # the size reached the disk, the data did not
+    with pytest.raises(CorruptFile, match=f"truncate the file to {ends[-1]} bytes"):
+        CommandLog.open(str(p), SEAL, aad=b"t")
+
+
+def test_a_damaged_crc_field_still_names_the_records_sequence(tmp_path: Path) -> None:
+    p = tmp_path / "log"
+    ends = fill(p, 3)
+    flip(p, ends[0] + 9)  # the CRC field of record 2
+    with pytest.raises(CorruptFile, match="authenticates as sequence 2") as exc:
+        CommandLog.open(str(p), SEAL, aad=b"t")
+    assert "follows sequence 1" in str(exc.value)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=8),
+    kind=st.sampled_from(["cut", "flip", "flip-earlier", "none"]),
+    where=st.floats(0, 1, exclude_max=True),
+    mask=st.integers(1, 255),
+)
+def test_random_logs_torn_tails_trimmed_damage_refused(
+    tmp_path_factory, sizes: list[int], kind: str, where: float, mask: int
+) -> None:
+    p = tmp_path_factory.mktemp("rand") / "log"
     log = CommandLog.open(str(p), SEAL, aad=b"t")
-    assert [c.seq for c in log.commands()] == [1, 2]
+    ends = [os.path.getsize(p)]
+    for i, n in enumerate(sizes, 1):
+        blob = bytes(range(256)) * (n // 256) + b"y" * (n % 256)
+        log.append(Command(i, {"op": "w", "i": i}, blob))
+        ends.append(os.path.getsize(p))
     log.close()
+    k = len(sizes)
+    if kind == "cut":
+        cut = ends[-2] + int(where * (ends[-1] - ends[-2]))
+        with open(p, "r+b") as fh:
+            fh.truncate(cut)
+        log = CommandLog.open(str(p), SEAL, aad=b"t")
+        assert [c.seq for c in log.commands()] == list(range(1, k))
+        assert log.trimmed_bytes == cut - ends[-2]
+        log.close()
+    elif kind == "none":
+        assert read(p) == list(range(1, k + 1))
+    else:
+        rec = k - 1 if kind == "flip" else int(where * k)
+        at = ends[rec] + int(where * (ends[rec + 1] - ends[rec]))
+        flip(p, at, mask)
+        with pytest.raises(CorruptFile, match=f"byte offset {ends[rec]}"):
+            CommandLog.open(str(p), SEAL, aad=b"t")
+        assert os.path.getsize(p) == ends[-1]
 
 
 def test_damage_in_the_middle_is_refused_with_offset(tmp_path: Path) -> None:

@@ -104,14 +104,16 @@ class SchemeMismatch(NeardupError, ValueError):
 
 
 class CorruptFile(NeardupError, ValueError):
-    """A persisted file failed its format or checksum check."""
+    """A persisted file failed its format or checksum check.
 
-    def __init__(self, path: str, reason: str) -> None:
+    Attributes: ``path``, ``reason`` and ``fix`` (by default: restore or rebuild).
+    """
+
+    def __init__(self, path: str, reason: str, fix: str | None = None) -> None:
         self.path = path
         self.reason = reason
-        super().__init__(
-            f"{path}: {reason}; fix: restore it from a backup or rebuild it from the source data"
-        )
+        self.fix = fix or "restore it from a backup or rebuild it from the source data"
+        super().__init__(f"{path}: {reason}; fix: {self.fix}")
 
 
 class NeardupIOError(NeardupError, OSError):

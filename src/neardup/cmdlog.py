@@ -18,16 +18,43 @@ Guarantees:
   the others queue, and the next fsync covers all of them.  A caller acknowledges
   only after ``sync`` returns; an fsync error poisons the log (every later call
   raises), because after a failed fsync the kernel may have dropped the pages.
-* On open, a **torn tail** — the last record cut short, or failing its checksum
-  while ending exactly at end of file — is trimmed (``trimmed_bytes`` says how
-  much) and the log continues from the last whole record.
-* Damage **in the middle** (a record failing its checksum with more records after
-  it) is never trimmed: :class:`~neardup.CorruptFile` names the file and byte
-  offset and start-up stops.  Framing and checksums are verified over the whole
-  file at open (a sequential pass over a memory map); AES-GCM authentication is
-  checked when a record is decrypted — the last one at open, the others when they
-  are replayed — so a forged record is refused, naming its offset, before it can
+* On open, every record is classified by what is *present* in the file, because a
+  crash can only cut the file short, never change bytes already written:
+
+  - **torn tail** (trimmed, ``trimmed_bytes`` says how much; the log continues
+    from the last whole record): the last record's 12-byte frame header is
+    incomplete, or its declared length runs past the end of the file and no whole
+    record follows.  Such a record was never fsynced, so never acknowledged.
+  - **damage** (refused, never trimmed: :class:`~neardup.CorruptFile` names the
+    file, the byte offset, the sequence number it follows and the fix): a record
+    whose bytes are all there (its declared length ends at or before the end of
+    the file) but whose magic, CRC-32 or AES-GCM tag fails — *whether or not it
+    is the last record*, since a flipped bit in the last, fsynced record is as
+    much damage as one in the middle; and a record whose declared length runs
+    past the end of the file while a whole record follows it.
+  - **damaged length of the last record**: the length field is covered by no
+    checksum of its own, so a damaged length is told from a torn write by the
+    payload CRC.  A length made *smaller* ends the record inside the file, where
+    its CRC fails: damage.  A length made *larger* points past the end of the
+    file; a torn record's CRC matches no prefix of what is present, while a whole
+    record with a damaged length has its CRC match the bytes up to the end of the
+    file (or up to a later record's magic).  So a record running past the end of
+    the file is damage, not torn, when its CRC matches the bytes up to the end
+    of the file or up to any later record magic.  A second fault in the same
+    record (its length *and* its CRC field) is read as a torn tail: the one
+    undetected case, at two independent faults in 12 bytes.
+
+  Framing and CRC-32 are verified over the whole file at open (a sequential
+  pass over a memory map); AES-GCM authentication is checked when a record is
+  decrypted — the last one at open, the others when they are replayed — so a
+  forged record (CRC recomputed) is refused, naming its offset, before it can
   change any state.
+* Every write goes through ``fsync`` before acknowledgement, so a refusal at open
+  may concern an acknowledged command: start-up stops rather than drop it.  A
+  file system that exposes an append as zero bytes after a power loss (the size
+  reached the disk, the data did not) makes an unacknowledged last record look
+  whole and damaged; the refusal then says the bytes are all zero and how to
+  drop them if the operator knows the host lost power.
 * Sequence numbers are strictly increasing; a gap or repeat is corruption.
 
 Payloads are sealed with the tenant's log key (AES-GCM, see ``neardup._crypto``),
@@ -59,6 +86,17 @@ _HEAD_LEN = _HEAD.size + 4
 _REC_MAGIC = b"\xd5NDR"
 _REC = struct.Struct("<4sII")
 _MAX_RECORD = 256 * 1024 * 1024
+_SEQ = struct.Struct("<Q")
+
+
+class _Damage(Exception):
+    """Damage found by the framing pass (raised as :class:`CorruptFile` by ``open``)."""
+
+    def __init__(self, offset: int, reason: str, before: array.array[int]) -> None:
+        super().__init__(reason)
+        self.offset = offset
+        self.reason = reason
+        self.before = before
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,10 +203,23 @@ class CommandLog:
             raise CorruptFile(path, "not a neardup command log (bad magic or header checksum)")
         if version != _VERSION:
             raise CorruptFile(path, f"log format version {version}, this build reads {_VERSION}")
-        offsets, end = cls._scan(path, data)
+        try:
+            offsets, end = cls._scan(data)
+        except _Damage as d:
+            raise cls._refusal(path, data, d, sealer, aad, base_seq) from None
         last_seq = base_seq
         if offsets:
-            last_seq = cls._decode(path, data, offsets[-1], sealer, aad).seq
+            try:
+                last_seq = cls._decode(path, data, offsets[-1], sealer, aad).seq
+            except CorruptFile as exc:
+                last = _Damage(
+                    offsets[-1],
+                    f"the last record, at byte offset {offsets[-1]}, passes its checksum "
+                    f"but not authentication ({exc.reason}): damage or another key, "
+                    "not a torn write",
+                    offsets[:-1],
+                )
+                raise cls._refusal(path, data, last, sealer, aad, base_seq) from None
             if last_seq <= base_seq:
                 raise CorruptFile(
                     path, f"last sequence {last_seq} does not follow the log's base {base_seq}"
@@ -208,31 +259,111 @@ class CommandLog:
             pos = data.find(_REC_MAGIC, pos + 1)
         return False
 
+    @staticmethod
+    def _whole_with_damaged_length(data: Any, off: int, crc: int) -> int | None:
+        """The payload length at which the record at ``off`` checksums, if its payload
+        ends at the end of the file or at a later record magic (its own length field
+        is then damaged); None if no such end exists (a torn record)."""
+        start = off + _REC.size
+        ends = []
+        pos = data.find(_REC_MAGIC, start)
+        while pos != -1:
+            ends.append(pos)
+            pos = data.find(_REC_MAGIC, pos + 1)
+        ends.append(len(data))
+        running, at = 0, start
+        for end in ends:
+            running = zlib.crc32(data[at:end], running)
+            at = end
+            if running == crc:
+                return int(end - start)
+        return None
+
     @classmethod
-    def _scan(cls, path: str, data: Any) -> tuple[array.array[int], int]:
-        """Offsets of the whole, checksummed records and where the valid log ends."""
+    def _scan(cls, data: Any) -> tuple[array.array[int], int]:
+        """Offsets of the whole, checksummed records and where the valid log ends;
+        raises :class:`_Damage` for damage (see the module docstring for the rule)."""
         off = _HEAD_LEN
         out: array.array[int] = array.array("q")
         n_data = len(data)
         while off < n_data:
-            torn = off + _REC.size > n_data
-            if not torn:
-                magic, n, crc = _REC.unpack_from(data, off)
-                end = off + _REC.size + n
-                torn = end > n_data or n > _MAX_RECORD
-            if torn:
-                # A torn write only ever damages the final record; if a whole,
-                # valid record follows, the damage is in the middle.
+            if off + _REC.size > n_data:
+                break  # torn: the frame header itself is cut short
+            magic, n, crc = _REC.unpack_from(data, off)
+            end = off + _REC.size + n
+            if end > n_data or n > _MAX_RECORD:
+                # A torn write only ever cuts the final record short.  If a whole,
+                # valid record follows, or this record's CRC matches the bytes that
+                # are present, the length field is damaged: the record was whole.
                 if cls._later_record_exists(data, off):
-                    raise CorruptFile(path, f"damaged record length at byte offset {off}")
-                break
+                    raise _Damage(off, f"damaged record length at byte offset {off}", out)
+                whole = cls._whole_with_damaged_length(data, off, crc)
+                if whole is not None:
+                    raise _Damage(
+                        off,
+                        f"damaged record length at byte offset {off}: the record declares "
+                        f"{n} payload bytes, but its checksum matches the {whole} bytes "
+                        "present, so it was written whole: damage, not a torn write",
+                        out,
+                    )
+                break  # torn: the record is cut short
             if magic != _REC_MAGIC or zlib.crc32(data[off + _REC.size : end]) != crc:
-                if end == n_data and not cls._later_record_exists(data, off):
-                    break
-                raise CorruptFile(path, f"record at byte offset {off} fails its checksum")
+                what = "magic" if magic != _REC_MAGIC else "checksum"
+                if end == n_data:
+                    reason = (
+                        f"the last record, at byte offset {off}, fails its {what} although "
+                        f"all its {end - off} bytes are present: damage, not a torn write"
+                    )
+                else:
+                    reason = f"record at byte offset {off} fails its {what}"
+                raise _Damage(off, reason, out)
             out.append(off)
             off = end
         return out, off
+
+    @classmethod
+    def _refusal(
+        cls, path: str, data: Any, d: _Damage, sealer: Sealer, aad: bytes, base_seq: int
+    ) -> CorruptFile:
+        """The :class:`CorruptFile` for damage at ``d.offset``: where, after which
+        sequence number, and what to do."""
+        where = "it is the first record"
+        if len(d.before):
+            try:
+                prev = cls._decode(path, data, d.before[-1], sealer, aad).seq
+                where = f"it follows sequence {prev}"
+            except CorruptFile:
+                where = f"it follows the record at byte offset {d.before[-1]}"
+        elif base_seq:
+            where = f"it is the first record after base sequence {base_seq}"
+        # The damaged record's own sequence number, when only its frame is damaged.
+        try:
+            n = min(_REC.unpack_from(data, d.offset)[1], len(data) - d.offset - _REC.size)
+            payload = bytes(data[d.offset + _REC.size : d.offset + _REC.size + n])
+            plain = sealer.open(payload, aad)
+            where += f"; its payload still authenticates as sequence {_SEQ.unpack_from(plain)[0]}"
+        except (CorruptFile, struct.error):
+            pass
+        fix = (
+            "keep this log as it is (never trim it by hand: that drops acknowledged "
+            "commands); restore the tenant from its latest snapshot and a backup copy of "
+            "this log, and check the disk"
+        )
+        tail = data[d.offset :]
+        if len(tail) >= _REC.size and not tail.strip(b"\x00"):
+            fix = (
+                f"the {len(tail)} bytes from byte offset {d.offset} to the end of the file "
+                "are all zero, which some file systems leave where an append had not reached "
+                "the disk at a power loss: only if this host lost power while writing (that "
+                f"record was then never acknowledged), truncate the file to {d.offset} bytes; "
+                f"otherwise {fix}"
+            )
+        return CorruptFile(
+            path,
+            f"{d.reason} ({where}); it may hold acknowledged commands, so start-up stops "
+            "rather than drop it",
+            fix,
+        )
 
     @staticmethod
     def _decode(path: str, data: Any, off: int, sealer: Sealer, aad: bytes) -> Command:

@@ -11,14 +11,39 @@ The store is *derived* state: every change is first written to the command log
 applied, in the same transaction as the change.  Replaying a command whose
 sequence number is not above ``applied_seq`` is a no-op, so replaying the log
 twice gives the same state.
+
+**Self-verifying.**  SQLite checks its page structure, not what the rows say: a
+flipped byte in a row (a band key, a tombstone, an id, an idempotent response,
+``applied_seq``) reads back as valid.  So every table carries a **row checksum**:
+the XOR of a keyless 64-bit BLAKE2b digest of each row (table name, every column,
+typed), kept in ``nd_rowsums`` by triggers in the same transaction as the change
+(every INSERT, UPDATE, DELETE and REPLACE, whoever writes it).  Opening the store
+verifies, before anything is read from it:
+
+1. ``PRAGMA integrity_check``: every page, every index entry against its row;
+2. the schema: every ``sqlite_master`` entry is one this version creates (a
+   renamed table or column, or an edited trigger, is damage);
+3. every table's rows against its checksum (a full read of the store).
+
+Any failure is a :class:`~neardup.CorruptFile` naming the file (the tenant then
+sets the store aside and rebuilds it from a snapshot and the command log).  A
+store written before the checksums existed is adopted on its first open: its
+checksums are computed from its content after the integrity check passes.
+Measured on a 173 MB store of 50,000 items (150,000 rows): integrity check
+0.13-0.24 s warm, row checksums 0.65-1.0 s warm; cold, reading the file
+dominates (2.7 s at this machine's disk).  The checksums detect damage, not
+tampering (they are keyless; features and text are AES-GCM sealed for that).
 """
 
 from __future__ import annotations
 
+import errno
+import functools
 import hashlib
 import json
 import os
 import sqlite3
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +54,7 @@ import numpy.typing as npt
 from ._crypto import Sealer
 from ._errors import CorruptFile, NeardupIOError
 
-__all__ = ["FeatureStore", "StoredItem"]
+__all__ = ["FeatureStore", "StoredItem", "store_error"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -88,6 +113,127 @@ CREATE TABLE IF NOT EXISTS labels (
 """
 
 
+_SUMS = "nd_rowsums"
+_DIGEST_PERSON = b"nd-rowsum-v1"
+_F64 = struct.Struct("<d")
+
+
+def _row_digest(table: bytes, row: Sequence[Any]) -> int:
+    """Keyless 64-bit digest of one row: the table name and each column, typed."""
+    parts: list[bytes] = [table]
+    for v in row:
+        t = type(v)
+        if v is None:
+            parts.append(b"\x00")
+        elif t is int:
+            parts.append(b"\x01" + int(v).to_bytes(8, "little", signed=True))
+        elif t is str:
+            b = str(v).encode("utf-8", "surrogatepass")
+            parts.append(b"\x02" + len(b).to_bytes(4, "little"))
+            parts.append(b)
+        elif t is bytes:
+            parts.append(b"\x03" + len(v).to_bytes(4, "little"))
+            parts.append(v)
+        else:
+            parts.append(b"\x04" + _F64.pack(float(v)))
+    h = hashlib.blake2b(b"".join(parts), digest_size=8, person=_DIGEST_PERSON)
+    return int.from_bytes(h.digest(), "little", signed=True)
+
+
+def _rowmix(x: int, table: str, *row: Any) -> int:
+    """``x`` XOR the digest of ``row`` (the triggers' SQL function ``nd_rowmix``)."""
+    return int(x) ^ _row_digest(table.encode(), row)
+
+
+def _norm_sql(sql: str | None) -> str | None:
+    return None if sql is None else " ".join(sql.split())
+
+
+def _expected_schema() -> tuple[
+    dict[str, tuple[str, ...]], str, set[tuple[str, str, str, str]]
+]:
+    """Columns of each checksummed table, the checksum SQL (table + triggers) and
+    every ``sqlite_master`` entry (type, name, table, normalized SQL) of a store."""
+    mem = sqlite3.connect(":memory:")
+    try:
+        mem.executescript(_SCHEMA)
+        tables = [
+            str(r[0])
+            for r in mem.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
+        ]
+        cols = {
+            t: tuple(str(r[1]) for r in mem.execute(f"PRAGMA table_info({t})"))
+            for t in tables
+        }
+        sql = [
+            f"CREATE TABLE IF NOT EXISTS {_SUMS} "
+            "(tbl TEXT PRIMARY KEY, x INTEGER NOT NULL);"
+        ]
+        for t, cs in cols.items():
+            new = ", ".join(f"NEW.{c}" for c in cs)
+            old = ", ".join(f"OLD.{c}" for c in cs)
+            mix = f"UPDATE {_SUMS} SET x = nd_rowmix"  # noqa: S608
+            sql += [
+                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_ins AFTER INSERT ON {t} BEGIN "
+                f"{mix}(x, '{t}', {new}) WHERE tbl = '{t}'; END;",
+                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_del AFTER DELETE ON {t} BEGIN "
+                f"{mix}(x, '{t}', {old}) WHERE tbl = '{t}'; END;",
+                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_upd AFTER UPDATE ON {t} BEGIN "
+                f"{mix}(nd_rowmix(x, '{t}', {old}), '{t}', {new}) WHERE tbl = '{t}'; END;",
+            ]
+        sums_sql = "\n".join(sql)
+        mem.create_function("nd_rowmix", -1, _rowmix, deterministic=True)
+        mem.executescript(sums_sql)
+        entries = {
+            (str(a), str(b), str(c), str(_norm_sql(d)))
+            for a, b, c, d in mem.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")
+        }
+    finally:
+        mem.close()
+    return cols, sums_sql, entries
+
+
+# Derived from _SCHEMA on first use (an in-memory SQLite database), not at import.
+_schema_parts = functools.cache(_expected_schema)
+
+
+# SQLite result codes of the environment (full disk, permissions, locks, write
+# errors): rebuilding the store would fail the same way, so they are not damage.
+# Every other code (SQLITE_CORRUPT, SQLITE_NOTADB, ...) and the read errors below
+# (a bad sector) say the *file* is damaged: the store is set aside and rebuilt.
+_DAMAGE_EXTENDED = {
+    sqlite3.SQLITE_IOERR_READ,
+    sqlite3.SQLITE_IOERR_SHORT_READ,
+    getattr(sqlite3, "SQLITE_IOERR_CORRUPTFS", 8458),
+    getattr(sqlite3, "SQLITE_IOERR_DATA", 8202),
+}
+_ENVIRONMENT_CODES = {
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_NOMEM,
+}
+
+
+def store_error(path: str, exc: sqlite3.Error, what: str) -> CorruptFile | NeardupIOError:
+    """The neardup error for a SQLite error on the store at ``path``.
+
+    :class:`CorruptFile` when SQLite reports damage (or an error it gives no code
+    for), :class:`NeardupIOError` when it reports the environment (I/O on write,
+    full disk, permissions, locks).
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    name = getattr(exc, "sqlite_errorname", None) or type(exc).__name__
+    detail = f"{what} ({name}: {exc})"
+    if code is not None and code not in _DAMAGE_EXTENDED and code & 0xFF in _ENVIRONMENT_CODES:
+        return NeardupIOError(path, OSError(errno.EIO, detail))
+    return CorruptFile(path, detail)
+
+
 def _signed(h: int) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
@@ -118,28 +264,56 @@ class FeatureStore:
     """SQLite feature store of one tenant (see the module docstring)."""
 
     def __init__(self, path: str, sealer: Sealer, tenant: str) -> None:
+        """Open (creating if absent) and verify the store (see the module docstring).
+
+        Every read made here — the SQLite header, the integrity check, the schema,
+        the row checksums and the ``meta`` rows — runs before the store is used, and
+        any failure is raised as :class:`~neardup.CorruptFile` naming ``path``
+        (damage: the caller may set the file aside and rebuild it) or
+        :class:`~neardup.NeardupIOError` (the disk or the environment, not the
+        file: rebuilding would not help), never as a raw ``sqlite3`` error.
+        """
         self.path = path
         self._sealer = sealer
         self._tenant = tenant
+        self._pending_applied: int | None = None
         try:
             self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise store_error(path, exc, "cannot open it") from exc
+        try:
+            self._db.create_function("nd_rowmix", -1, _rowmix, deterministic=True)
+            # REPLACE deletes the row it replaces: only with recursive triggers does
+            # that deletion reach the row checksum.
+            self._db.execute("PRAGMA recursive_triggers=ON")
             self._db.execute("PRAGMA journal_mode=WAL")
             # The command log is fsynced before every acknowledgement, so the store
             # may lag on power loss: start-up replays what it misses.
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.DatabaseError as exc:
-            raise CorruptFile(path, f"not a usable SQLite feature store ({exc})") from exc
-        except OSError as exc:  # pragma: no cover - sqlite raises DatabaseError mostly
-            raise NeardupIOError(path, exc) from exc
-        v = self.meta("applied_seq")
-        self._applied = int(v) if v is not None else 0
-        self._pending_applied: int | None = None
-        stored = self.meta("tenant")
-        if stored is None:
-            self._set_meta("tenant", tenant)
-        elif stored != tenant:
-            raise CorruptFile(path, f"feature store of tenant {stored!r}, expected {tenant!r}")
+            problem = self.integrity_problem()
+            if problem is not None:
+                raise CorruptFile(path, f"SQLite integrity check failed: {problem}")
+            self._verify_rows(self._check_schema())
+            v = self.meta("applied_seq")
+            try:
+                self._applied = int(v) if v is not None else 0
+            except ValueError:
+                raise CorruptFile(path, f"meta applied_seq is {v!r}, not a number") from None
+            stored = self.meta("tenant")
+            if stored is None:
+                self._set_meta("tenant", tenant)
+            elif stored != tenant:
+                raise CorruptFile(path, f"feature store of tenant {stored!r}, expected {tenant!r}")
+        except BaseException as exc:
+            self._db.close()
+            if isinstance(exc, sqlite3.Error):
+                raise store_error(path, exc, "not a usable SQLite feature store") from exc
+            if isinstance(exc, UnicodeDecodeError):
+                # SQLite quoted damaged schema text in its message: not even UTF-8.
+                raise CorruptFile(
+                    path, f"SQLite reports damage in a message that is not UTF-8 ({exc})"
+                ) from exc
+            raise
 
     # -- meta ------------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -159,12 +333,90 @@ class FeatureStore:
         """The last command applied (cached; written in each change's transaction)."""
         return self._applied
 
-    def integrity_ok(self) -> bool:
+    def _check_schema(self) -> set[str]:
+        """Refuse schema entries this version does not create; create the missing
+        ones.  Returns the tables whose checksum must be computed (adopted) rather
+        than verified: all of them in a new store or one written before checksums
+        existed, a table this version adds in an older one."""
+        present = {
+            (str(a), str(b), str(c), str(_norm_sql(d)))
+            for a, b, c, d in self._db.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_master"
+            )
+        }
+        unknown = sorted(present - _schema_parts()[2])
+        if unknown:
+            kind, name, _tbl, sql = unknown[0]
+            raise CorruptFile(
+                self.path,
+                f"schema entry {kind} {name!r} ({sql[:120]}) is not one this store "
+                f"creates ({len(unknown)} such entries)",
+            )
+        names = {e[1] for e in present}
+        had_sums = _SUMS in names
+        self._db.executescript(_SCHEMA + _schema_parts()[1])
+        summed = {str(r[0]) for r in self._db.execute(f"SELECT tbl FROM {_SUMS}")}  # noqa: S608
+        adopt: set[str] = set()
+        for table in _schema_parts()[0]:
+            if table in summed:
+                continue
+            if had_sums and table in names:
+                raise CorruptFile(self.path, f"table {table!r} has no row checksum")
+            adopt.add(table)
+        return adopt
+
+    def _table_digest(self, table: str) -> int:
+        cols = ", ".join(_schema_parts()[0][table])
+        x, name = 0, table.encode()
+        for row in self._db.execute(f"SELECT {cols} FROM {table}"):  # noqa: S608
+            x ^= _row_digest(name, row)
+        return x
+
+    def _verify_rows(self, adopt: set[str]) -> None:
+        """Every table's rows against its checksum; adopt (compute) those in ``adopt``."""
+        if adopt:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for table in sorted(adopt):
+                    self._db.execute(
+                        f"INSERT INTO {_SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
+                        (table, self._table_digest(table)),
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        sums = dict(self._db.execute(f"SELECT tbl, x FROM {_SUMS}").fetchall())  # noqa: S608
+        for table in _schema_parts()[0]:
+            if table in adopt:
+                continue
+            got = self._table_digest(table)
+            if got != sums[table]:
+                raise CorruptFile(
+                    self.path,
+                    f"the rows of table {table!r} do not match their checksum "
+                    f"({got & (2**64 - 1):016x}, recorded {sums[table] & (2**64 - 1):016x}): "
+                    "a row was changed outside SQLite (damage on disk)",
+                )
+
+    def integrity_problem(self) -> str | None:
+        """None if ``PRAGMA integrity_check`` passes, else what it (or SQLite) reports.
+
+        ``integrity_check`` rather than ``quick_check``: it also verifies that every
+        index entry matches its row, so a flipped byte in an item id, position or
+        content hash is caught (the index no longer agrees), not only broken page
+        structure.  It reads the whole file: 0.13-0.35 s warm, about 2.7 s cold,
+        for a 173 MB store of 50,000 items.
+        """
         try:
-            row = self._db.execute("PRAGMA quick_check").fetchone()
-        except sqlite3.DatabaseError:
-            return False
-        return bool(row and row[0] == "ok")
+            rows = self._db.execute("PRAGMA integrity_check(20)").fetchall()
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        msgs = [str(r[0]) for r in rows]
+        return None if msgs == ["ok"] else "; ".join(msgs)
+
+    def integrity_ok(self) -> bool:
+        return self.integrity_problem() is None
 
     # -- sealing -----------------------------------------------------------------
     def _aad(self, pos: int, what: bytes) -> bytes:

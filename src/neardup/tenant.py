@@ -15,12 +15,15 @@ Guarantees:
   tenant's files, and every sealed blob is bound to the tenant id.
 * **Durability.**  A state change is acknowledged only after its command is in
   the log and fsynced.  Start-up replays the log after the store's last applied
-  command; a torn tail is trimmed (``trimmed_bytes`` is reported), damage in the
-  middle stops start-up with the file and offset.  A feature store that fails to
-  open or its integrity check (or lags behind the log's start) is set aside and
-  rebuilt from the latest snapshot that verifies and that the log continues
-  (``recovered`` in :meth:`Tenant.stats`), then the log is replayed after it; with
-  no such snapshot start-up stops and says so, rather than serve partial state.
+  command; a torn tail (the last record cut short) is trimmed (``trimmed_bytes``
+  is reported), a damaged record — in the middle or the last one — stops start-up
+  with the file and offset (see :mod:`neardup.cmdlog` for the exact rule).  A
+  feature store that fails to open, any of its checks at open (SQLite integrity,
+  schema, row checksums: see :mod:`neardup.store`) or any read during start-up,
+  or that lags behind the log's start, is set aside and rebuilt from the latest
+  snapshot that verifies and that the log continues (``recovered`` in
+  :meth:`Tenant.stats`), then the log is replayed after it; with no such snapshot
+  start-up stops and says so, rather than serve partial state.
 * **Determinism.**  Positions and sequence numbers are assigned in command order,
   candidates are ordered by (score desc, item id), and replaying the same log
   gives the same :meth:`Tenant.digest`.
@@ -90,7 +93,7 @@ from .normalize import EncodedTexts, _encode, get_normalizer
 from .online import BandIndex, fold_keys
 from .persist import atomic_write
 from .screen import BloomFilter
-from .store import FeatureStore, StoredItem
+from .store import FeatureStore, StoredItem, store_error
 
 _log = logging.getLogger("neardup.service")
 
@@ -495,27 +498,50 @@ class Tenant:
             raise CorruptFile(path, f"unreadable generation pointer ({exc})") from exc
 
     def _open(self) -> None:
+        """Open the current generation.  Every read of the store during start-up is
+        inside the recovery path: one that fails after the store passed its checks
+        at open (``FeatureStore`` verifies it) has the store rebuilt the same way."""
+        try:
+            self._open_generation(None)
+        except sqlite3.Error as exc:
+            store_path = self._path(f"features-{self.generation}.sqlite")
+            damage = store_error(store_path, exc, "a read at start-up failed")
+            trimmed = self.trimmed_bytes
+            self.log.close()
+            self.store.close()
+            if not isinstance(damage, CorruptFile):
+                raise damage from exc
+            try:
+                self._open_generation(damage)
+            except sqlite3.Error as again:
+                raise store_error(
+                    store_path, again, "the rebuilt store fails a read at start-up"
+                ) from again
+            self.trimmed_bytes = trimmed
+
+    def _open_generation(self, damage: CorruptFile | None) -> None:
         gen = self._current_gen()
         self.generation = gen
         store_path = self._path(f"features-{gen}.sqlite")
         # The log first: damage in its middle stops start-up whatever the store says.
         self.log = CommandLog.open(self._path(f"log-{gen}.ndlog"), self._log_sealer, aad=self._aad)
         self.trimmed_bytes = self.log.trimmed_bytes
-        try:
-            self.store = FeatureStore(store_path, self._sealer, self.tenant)
-            problem = None
-            if not self.store.integrity_ok():
-                problem = "SQLite integrity check failed"
-            elif self.store.applied_seq < self.log.base_seq:
-                problem = (
-                    f"store is at sequence {self.store.applied_seq} but the log starts "
-                    f"after {self.log.base_seq}"
-                )
-            if problem is not None:
-                self.store.close()
-                raise CorruptFile(store_path, problem)
-        except CorruptFile as exc:
-            self.store = self._recover_store(store_path, exc)
+        if damage is None:
+            try:
+                # Opening verifies the store (integrity check, meta rows): any
+                # damage SQLite can see is a CorruptFile here, never a raw error.
+                self.store = FeatureStore(store_path, self._sealer, self.tenant)
+                if self.store.applied_seq < self.log.base_seq:
+                    self.store.close()
+                    raise CorruptFile(
+                        store_path,
+                        f"store is at sequence {self.store.applied_seq} but the log starts "
+                        f"after {self.log.base_seq}",
+                    )
+            except CorruptFile as exc:
+                damage = exc
+        if damage is not None:
+            self.store = self._recover_store(store_path, damage)
         st = os.stat(store_path)
         self._store_identity = (st.st_dev, st.st_ino)
         self.failed_commands = self.store.failed_count()
@@ -569,15 +595,28 @@ class Tenant:
             )
         seq, db, name = chosen
         aside = f"{store_path}.damaged-{int(time.time())}"
+        n = 1
+        while os.path.exists(aside):  # never overwrite an earlier damaged copy
+            n += 1
+            aside = f"{store_path}.damaged-{int(time.time())}-{n}"
         for suffix in ("", "-wal", "-shm"):
             if os.path.exists(store_path + suffix):
                 os.replace(store_path + suffix, aside + suffix)
         if db:
             atomic_write(store_path, db)
-        store = FeatureStore(store_path, self._sealer, self.tenant)
-        if not store.integrity_ok() or store.applied_seq != seq:
+        try:
+            store = FeatureStore(store_path, self._sealer, self.tenant)
+        except CorruptFile as exc:
+            raise CorruptFile(
+                store_path, f"the store rebuilt from {name} fails its check: {exc.reason}"
+            ) from exc
+        if store.applied_seq != seq:
             store.close()
-            raise CorruptFile(store_path, f"the store rebuilt from {name} fails its check")
+            raise CorruptFile(
+                store_path,
+                f"the store rebuilt from {name} is at sequence {store.applied_seq}, "
+                f"its manifest says {seq}",
+            )
         self.recovered = {
             "damage": damage.reason,
             "damaged_store_moved_to": aside,
