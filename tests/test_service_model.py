@@ -223,15 +223,15 @@ class ServiceModel(RuleBasedStateMachine):
         r = self.prod[tenant].delete(f"/v1/tenants/{tenant}/items/{item}")
         assert r.status_code == 404, r.text  # a tombstone is never applied twice
 
-    @rule(tenant=st.sampled_from(TENANTS), text=texts)
+    @rule(tenant=st.sampled_from(TENANTS), text=texts, decide=st.booleans())
     @counted
-    def candidates(self, tenant: str, text: str) -> None:
-        r = self.prod[tenant].post(f"/v1/tenants/{tenant}/candidates", json={"content": text})
-        self._check_candidates(tenant, text, self._ok(r)["candidates"])
-
-    @rule(tenant=st.sampled_from(TENANTS), text=texts)
-    @counted
-    def decide(self, tenant: str, text: str) -> None:
+    def query(self, tenant: str, text: str, decide: bool) -> None:
+        if not decide:
+            COUNTS["candidates"] += 1
+            r = self.prod[tenant].post(f"/v1/tenants/{tenant}/candidates", json={"content": text})
+            self._check_candidates(tenant, text, self._ok(r)["candidates"])
+            return
+        COUNTS["decide"] += 1
         m = self.model[tenant]
         r = self.prod[tenant].post(f"/v1/tenants/{tenant}/decide", json={"content": text})
         out = self._ok(r)
@@ -259,23 +259,18 @@ class ServiceModel(RuleBasedStateMachine):
         assert self.op is not None
         self._ok(self.op.post(f"/v1/tenants/{tenant}/compact"))
 
-    @rule(tenant=st.sampled_from(TENANTS))
+    @rule(tenant=st.sampled_from(TENANTS), restore=st.booleans())
     @counted
-    def snapshot(self, tenant: str) -> None:
-        assert self.op is not None
-        r = self.op.post(f"/v1/tenants/{tenant}/snapshot")
-        assert r.status_code == 200, r.text
-        m = self.model[tenant]
-        m.snapshot = (r.content, dict(m.live), set(m.dead), m.threshold, m.layout_version)
-
-    @precondition(lambda self: any(self.model[t].snapshot for t in TENANTS))
-    @rule(tenant=st.sampled_from(TENANTS))
-    @counted
-    def restore(self, tenant: str) -> None:
+    def snapshot_or_restore(self, tenant: str, restore: bool) -> None:
         assert self.op is not None
         m = self.model[tenant]
-        if m.snapshot is None:
+        if not restore or m.snapshot is None:
+            COUNTS["snapshot"] += 1
+            r = self.op.post(f"/v1/tenants/{tenant}/snapshot")
+            assert r.status_code == 200, r.text
+            m.snapshot = (r.content, dict(m.live), set(m.dead), m.threshold, m.layout_version)
             return
+        COUNTS["restore"] += 1
         blob, live, dead, threshold, version = m.snapshot
         r = self.op.post(f"/v1/tenants/{tenant}/restore", content=blob)
         assert r.status_code < 500, r.text
@@ -288,25 +283,20 @@ class ServiceModel(RuleBasedStateMachine):
         m.live, m.dead, m.threshold = dict(live), set(dead), threshold
         self._check_all_items()
 
-    @precondition(lambda self: any(self.model[t].role is None for t in TENANTS))
-    @rule(tenant=st.sampled_from(TENANTS))
-    @counted
-    def shadow_start(self, tenant: str) -> None:
-        assert self.op is not None
-        m = self.model[tenant]
-        if m.role is not None:
-            return
-        layout = SHADOW if m.layout_version % 2 == 0 else LAYOUT
-        self._ok(self.op.put(f"/v1/tenants/{tenant}/shadow", json=layout))
-        m.role = "shadow"
-
     @rule(tenant=st.sampled_from(TENANTS), promote=st.booleans())
     @counted
-    def shadow_end(self, tenant: str, promote: bool) -> None:
+    def shadow(self, tenant: str, promote: bool) -> None:
         assert self.op is not None
         m = self.model[tenant]
+        if m.role is None:
+            COUNTS["shadow_start"] += 1
+            layout = SHADOW if m.layout_version % 2 == 0 else LAYOUT
+            self._ok(self.op.put(f"/v1/tenants/{tenant}/shadow", json=layout))
+            m.role = "shadow"
+            return
         if m.role == "shadow":
             action = "promote" if promote else "rollback"
+            COUNTS[action] += 1
             self._ok(self.op.post(f"/v1/tenants/{tenant}/shadow/{action}"))
             if promote:
                 m.role = "previous"
@@ -314,38 +304,29 @@ class ServiceModel(RuleBasedStateMachine):
                 m.threshold = LAYOUT["threshold"]
             else:
                 m.role = None
-        elif m.role == "previous":
+        else:
+            COUNTS["retire"] += 1
             self._ok(self.op.post(f"/v1/tenants/{tenant}/shadow/retire"))
             m.role = None
-        else:
-            return
         self._check_all_items()
 
     # -- faults ----------------------------------------------------------------
     # Faults cost a server start each: at most one per six steps, so that the
     # steps between them build state worth recovering.
     @precondition(lambda self: self.steps - self.last_fault >= 6)
-    @rule(kill=st.booleans())
+    @rule(kind=st.sampled_from(["graceful", "kill", "rebuild"]))
     @counted
-    def restart(self, kill: bool) -> None:
+    def fault(self, kind: str) -> None:
+        """Restart gracefully, after kill -9, or after kill -9 with every feature
+        store deleted (start-up rebuilds them from snapshot + log)."""
+        COUNTS[f"fault_{kind}"] += 1
         self.last_fault = self.steps
         before = self._digests()
-        self._stop(kill=kill)
-        self._start()
-        assert self._digests() == before
-        self._check_all_items()
-
-    @precondition(lambda self: self.steps - self.last_fault >= 6)
-    @rule()
-    @counted
-    def rebuild_stores(self) -> None:
-        """Delete every feature store: start-up rebuilds them from snapshot + log."""
-        self.last_fault = self.steps
-        before = self._digests()
-        self._stop(kill=True)
-        assert self.srv is not None
-        for f in (self.srv.data_dir / "tenants").rglob("features-*.sqlite*"):
-            f.unlink()
+        self._stop(kill=kind != "graceful")
+        if kind == "rebuild":
+            assert self.srv is not None
+            for f in (self.srv.data_dir / "tenants").rglob("features-*.sqlite*"):
+                f.unlink()
         self._start()
         assert self._digests() == before
         self._check_all_items()
@@ -375,5 +356,7 @@ def test_the_service_matches_its_model(tmp_path: Path) -> None:
     )
     print(f"service model: {sum(COUNTS.values())} steps, {dict(sorted(COUNTS.items()))}")
     rules = [n for n, v in vars(ServiceModel).items() if hasattr(v, "hypothesis_stateful_rule")]
-    missing = sorted(set(rules) - set(COUNTS))
-    assert not missing, f"rules that never ran: {missing}"
+    actions = ["candidates", "decide", "snapshot", "restore", "shadow_start", "promote"]
+    actions += ["rollback", "retire", "fault_graceful", "fault_kill", "fault_rebuild"]
+    missing = sorted(set(rules + actions) - set(COUNTS))
+    assert not missing, f"rules or actions that never ran: {missing}"

@@ -37,8 +37,8 @@ class MasterSecret:
                 "master_secret",
                 "<hidden>",
                 "must be at least 32 random bytes",
-                "create one with `neardup service init` (or secrets.token_bytes(32)) and "
-                "keep it outside the data directory",
+                "start `neardup serve --data-dir DIR` once (it creates one), or use "
+                "secrets.token_bytes(32), and keep it outside the data directory",
             )
 
     def derive(self, purpose: str, tenant: str, *, version: int = 1, size: int = 32) -> bytes:

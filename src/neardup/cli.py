@@ -1251,6 +1251,60 @@ def apikey(**opts: Any) -> None:
 
 
 @main.command()
+@_service_paths
+@click.option("--tenant", required=True, help="The tenant to examine.")
+@click.option(
+    "--rebase",
+    is_flag=True,
+    help="Rebuild a damaged command log from the tenant's feature store (a new "
+    "generation; the damaged log is kept beside it).",
+)
+@click.option(
+    "--accept-loss",
+    is_flag=True,
+    help="With --rebase: go ahead although the store lacks commands the log held.",
+)
+def repair(**opts: Any) -> None:
+    """Examine one tenant of a data directory offline, and repair what is safe.
+
+    Without options it only reports (JSON): "ok" (opening repaired what is safe by
+    itself: a torn log tail is trimmed, a damaged store rebuilt from a snapshot and
+    the log), or "damaged" with the file, the reason and the next step.  A server
+    may keep running while its failed tenant is repaired; a tenant the server has
+    open is refused.  After a repair: POST /v1/tenants/TENANT/reopen.  Exit codes:
+    0 ok or repaired, 3 damaged (nothing changed), 2 bad parameter or refused.
+
+    Example: neardup repair --data-dir ./nd-data --tenant acme --rebase
+    """
+    import json
+    import os
+
+    from .migration import load_tenant, read_pointer
+    from .service import load_master
+    from .tenant import Tenant, valid_tenant_id
+
+    with _errors():
+        cfg = _service_config(opts)
+        name = valid_tenant_id(opts["tenant"])
+        root = os.path.join(cfg.data_dir, "tenants", name)
+        if not os.path.isdir(root):
+            raise InvalidConfig("tenant", name, f"has no folder under {cfg.data_dir}", "check it")
+        master = load_master(cfg.master_key_file)
+        live = os.path.normpath(os.path.join(root, read_pointer(root)["live"]))
+        report = Tenant.repair(
+            live, master, rebase=opts["rebase"], accept_loss=opts["accept_loss"]
+        )
+        if report["status"] == "ok":
+            # The companion version (shadow or previous) must open too.
+            t, mig = load_tenant(root, master)
+            t.close()
+            if mig.other is not None:
+                mig.other.close()
+    click.echo(json.dumps({"tenant": name, **report}, indent=1, sort_keys=True, default=str))
+    sys.exit(3 if report["status"] == "damaged" else 0)
+
+
+@main.command()
 @click.option("--table", required=True, help="Routing table JSON (tenant id -> backend URL).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8730, show_default=True, type=int, help="TCP port.")

@@ -322,6 +322,62 @@ class CommandLog:
         return out, off
 
     @classmethod
+    def salvage(cls, path: str, sealer: Sealer, *, aad: bytes) -> dict[str, Any]:
+        """Survey a damaged log without changing it (for ``neardup repair``).
+
+        Walks the frames from the header on; where a frame fails, skips to the next
+        frame that passes its CRC and authenticates.  Returns the base sequence, the
+        sequence numbers of the intact records, the byte offsets of the damaged
+        stretches and ``last_seq``: the last sequence the file held, counting a
+        damaged stretch between two intact records by their sequence numbers and a
+        damaged tail as one record per stretch (sequences go up by one per command).
+        """
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise NeardupIOError(path, exc) from exc
+        if len(data) < _HEAD_LEN or data[:8] != _MAGIC:
+            raise CorruptFile(path, "not a neardup command log (bad magic)")
+        _, _, base_seq = _HEAD.unpack_from(data, 0)
+        seqs: list[int] = []
+        offsets: list[int] = []
+        damaged: list[int] = []
+        off, n_data, tail_damage = _HEAD_LEN, len(data), 0
+
+        def intact(at: int) -> int | None:
+            if not cls._valid_record_at(data, at):
+                return None
+            try:
+                return cls._decode(path, data, at, sealer, aad).seq
+            except (CorruptFile, struct.error, ValueError):
+                return None
+
+        while off + _REC.size <= n_data:
+            seq = intact(off)
+            if seq is not None:
+                seqs.append(seq)
+                offsets.append(off)
+                off += _REC.size + _REC.unpack_from(data, off)[1]
+                continue
+            damaged.append(off)
+            nxt = data.find(_REC_MAGIC, off + 1)
+            while nxt != -1 and intact(nxt) is None:
+                nxt = data.find(_REC_MAGIC, nxt + 1)
+            if nxt == -1:
+                tail_damage = 1
+                break
+            off = nxt
+        last = max(seqs, default=base_seq) + tail_damage
+        return {
+            "base_seq": base_seq,
+            "intact_records": len(seqs),
+            "intact_after_damage": sum(1 for o in offsets if damaged and o > damaged[0]),
+            "damaged_offsets": damaged,
+            "last_seq": last,
+        }
+
+    @classmethod
     def _refusal(
         cls, path: str, data: Any, d: _Damage, sealer: Sealer, aad: bytes, base_seq: int
     ) -> CorruptFile:

@@ -202,7 +202,7 @@ def load_master(path: str) -> MasterSecret:
             "master_key_file",
             path,
             "does not exist",
-            "run `neardup service init --data-dir DIR` (or pass the right path)",
+            "start `neardup serve --data-dir DIR` once to create it (or pass the right path)",
         ) from None
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc

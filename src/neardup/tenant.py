@@ -350,6 +350,33 @@ def _exact(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> tuple[int, i
     return inter, int(a.shape[0] + b.shape[0] - inter)
 
 
+def _lock_folder(root: str) -> int | None:
+    """An exclusive lock on a tenant folder for as long as a process has it open, so
+    that a second server or an offline repair cannot write it at the same time."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no folder lock
+        return None
+    try:
+        fd = os.open(os.path.join(root, "LOCK"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise NeardupIOError(os.path.join(root, "LOCK"), exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise Conflict(
+            f"the tenant folder {root} is open in another process (or another object)",
+            "stop the server that has it open, or use its API (POST .../reopen)",
+        ) from None
+    return fd
+
+
+def _unlock_folder(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)  # closing the descriptor releases the flock
+
+
 class Tenant:
     """One tenant's durable state and operations (see the module docstring).
 
@@ -373,6 +400,7 @@ class Tenant:
         batch_writes: bool = False,
         verify_budget: int = 4_000_000,
         explain_max_chars: int = 100_000,
+        start: bool = True,
     ) -> None:
         self.root = root
         #: Shingle hashes compared per query (query + candidate sizes, summed).
@@ -395,6 +423,7 @@ class Tenant:
         self._snap_mac = master.derive("snapshot-mac", tenant, version=config.scheme_version)
         self._snap_sealer = Sealer(master.derive("snapshot", tenant, version=config.scheme_version))
         self._master_fp = master.fingerprint
+        self._master = master
         self._norm = get_normalizer(config.normalizer)
         self.max_scan = max_scan
         self.compact_delta = compact_delta
@@ -414,7 +443,14 @@ class Tenant:
         #: Why writes stopped (a storage error while applying); None while healthy.
         self.stopped: str | None = None
         self.failed_commands = 0
-        self._open()
+        self._dir_lock: int | None = None
+        if start:
+            self._dir_lock = _lock_folder(root)
+            try:
+                self._open()
+            except BaseException:
+                _unlock_folder(self._dir_lock)
+                raise
 
     # -- files -------------------------------------------------------------------
     @property
@@ -665,6 +701,8 @@ class Tenant:
         with self._lock:
             self.log.close()
             self.store.close()
+            _unlock_folder(self._dir_lock)
+            self._dir_lock = None
 
     # -- features ----------------------------------------------------------------
     def prepare(self, content: str, *, max_token_bytes: int = 1024) -> Prepared:
@@ -2200,6 +2238,100 @@ class Tenant:
             "items": self._live,
             "generation": self.generation,
         }
+
+    # -- offline repair ------------------------------------------------------------
+    @classmethod
+    def repair(
+        cls, root: str, master: MasterSecret, *, rebase: bool = False, accept_loss: bool = False
+    ) -> dict[str, Any]:
+        """Diagnose a tenant folder offline (no server may have it open) and, with
+        ``rebase``, rebuild a damaged command log from the tenant's feature store.
+
+        Opening repairs what is safe by itself (a torn tail is trimmed, a damaged
+        store is rebuilt from a snapshot and the log).  A damaged log is not: its
+        damaged records may be acknowledged commands.  When the store verifies and
+        has applied every command the damaged log held (``last_seq`` of
+        :meth:`CommandLog.salvage`), ``rebase`` makes the store the new starting
+        point — a new generation whose log starts at the store's sequence, the
+        damaged log kept beside it — and nothing acknowledged is lost.  If the store
+        lags the log, the commands in between are lost and ``accept_loss`` must say
+        so.  Returns a report; raises nothing for damage it can describe.
+        """
+        try:
+            t = cls.open_dir(root, master)
+        except CorruptFile as exc:
+            damage = exc
+        else:
+            healthy = {"status": "ok", **t.stats()}
+            t.close()
+            return healthy
+        report: dict[str, Any] = {"status": "damaged", "file": damage.path, "reason": str(damage)}
+        if not damage.path.endswith(".ndlog"):
+            report["next"] = "restore the tenant from a snapshot or a backup of its folder"
+            return report
+        t = cls.open_dir(root, master, start=False)
+        t._dir_lock = _lock_folder(root)
+        try:
+            return t._rebase(damage, report, rebase=rebase, accept_loss=accept_loss)
+        finally:
+            _unlock_folder(t._dir_lock)
+
+    def _rebase(
+        self, damage: CorruptFile, report: dict[str, Any], *, rebase: bool, accept_loss: bool
+    ) -> dict[str, Any]:
+        t, root = self, self.root
+        gen = t._current_gen()
+        survey = CommandLog.salvage(damage.path, t._log_sealer, aad=t._aad)
+        store_path = t._path(f"features-{gen}.sqlite")
+        try:
+            store = FeatureStore(store_path, t._sealer, t.tenant)
+        except (CorruptFile, NeardupIOError) as exc:
+            report.update(survey=survey, store=f"unusable: {exc}")
+            report["next"] = "both the log and the store are damaged: restore from a backup"
+            return report
+        applied = store.applied_seq
+        lost = max(0, int(survey["last_seq"]) - applied)
+        report.update(survey=survey, store_applied_seq=applied, commands_lost=lost)
+        if not rebase:
+            store.close()
+            report["next"] = (
+                "neardup repair --rebase: the store holds every command of the log"
+                if lost == 0
+                else f"neardup repair --rebase --accept-loss: the store lacks {lost} "
+                f"command(s) after sequence {applied}; or restore a backup of the log"
+            )
+            return report
+        if lost and not accept_loss:
+            store.close()
+            raise InvalidConfig(
+                "accept_loss",
+                False,
+                f"rebasing loses {lost} command(s) after sequence {applied} that the store "
+                "never applied",
+                "restore a backup of the log, or pass --accept-loss to start from the store",
+            )
+        new_gen = gen + 1
+        new_store = t._path(f"features-{new_gen}.sqlite")
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(new_store + suffix):
+                os.unlink(new_store + suffix)
+        store.backup_to(new_store)
+        store.close()
+        CommandLog.create(
+            t._path(f"log-{new_gen}.ndlog"), t._log_sealer, aad=t._aad, base_seq=applied
+        ).close()
+        kept = f"{damage.path}.damaged-{time.time_ns()}"
+        atomic_write(t._path("CURRENT"), json.dumps({"generation": new_gen}).encode())
+        os.replace(damage.path, kept)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(store_path + suffix):
+                os.unlink(store_path + suffix)
+        _unlock_folder(t._dir_lock)
+        t._dir_lock = None
+        after = type(self).open_dir(root, self._master)
+        report.update(status="repaired", damaged_log_kept=kept, after=after.stats())
+        after.close()
+        return report
 
     def destroy(self) -> None:
         self.close()
