@@ -527,6 +527,7 @@ PERMISSION: dict[tuple[str, str], str] = {
     ("POST", "/v1/keys"): "tenant",
     ("PUT", _T): "tenant",
     ("GET", _T): "read",
+    ("POST", f"{_T}/reopen"): "tenant",
     ("POST", f"{_T}/items"): "upsert",
     ("DELETE", _I): "tombstone",
     ("GET", _I): "read",
