@@ -5,8 +5,9 @@ ones (positive mode) and ones that break the schema (negative mode) — for ever
 operation, and sends them with an operator, a producer, a reviewer and no token.
 Every answer must be a non-5xx that matches the response schema of its status.
 The tenant of every path is the fuzzed tenant (a random one would only ever meet
-403), and item ids are, half of the time, ones that exist, so the generated cases
-reach the real handlers; the test checks they did (2xx answers per role).
+403), and most item ids in paths are ones that exist (one with a "/"), so the
+generated cases reach the real handlers; the test checks they did (2xx and 400
+answers per role).  The number of cases is printed with every run.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from typing import Any
 
 import httpx
 import pytest
+import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from service_helpers import Server
-
-schemathesis = pytest.importorskip("schemathesis")
-
-from schemathesis.checks import not_a_server_error  # noqa: E402
-from schemathesis.specs.openapi.checks import response_schema_conformance  # noqa: E402
 
 TENANT = "fz"
 CONFIG = {
@@ -45,6 +44,8 @@ SEED = {
     "x": "an entirely different text about other things",
     "é 1": "one two three four five six seven",
 }
+#: Wall-clock budget of the requests: the test stays within about 3 minutes.
+BUDGET_S = 170.0
 #: Left out until the data loss it causes is fixed in the shadow lifecycle
 #: (test_retiring_the_original_version_keeps_the_live_one below, strict xfail).
 RETIRE = ("post", "/v1/tenants/{tenant}/shadow/retire")
@@ -56,8 +57,8 @@ PLAN = [
         (role, ops, mode, n)
         for role in ("operator", "producer", "reviewer")
         for ops, mode, n in (
-            ("own", "positive", 600),
-            ("own", "negative", 400),
+            ("own", "positive", 750),
+            ("own", "negative", 500),
             ("all", "positive", 150),
             ("all", "negative", 100),
         )
@@ -69,7 +70,9 @@ PLAN = [
 
 @pytest.mark.slow
 @pytest.mark.timeout(480)
-def test_schemathesis_finds_no_5xx_and_no_schema_violation(tmp_path: Path) -> None:
+def test_schemathesis_finds_no_5xx_and_no_schema_violation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     t0 = time.monotonic()
     with (
         Server(tmp_path / "data", operator_tenants=(TENANT,)) as srv,
@@ -92,7 +95,7 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(tmp_path: Path) -> No
             assert op.post(f"/v1/tenants/{TENANT}/shadow/rollback").status_code == 200
         raw = httpx.get(f"{srv.url}/openapi.json").json()
         schema = schemathesis.openapi.from_dict(raw)
-        run = _Run(srv.url)
+        run = _Run(srv.url, budget_s=BUDGET_S)
         for role, ops, mode, n in PLAN:
             names = [
                 f"{method.upper()} {path}"
@@ -105,13 +108,16 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(tmp_path: Path) -> No
             run.fuzz(schema.include(name=names), role, tokens[role], mode, n)
         log = srv.stop()
     elapsed = time.monotonic() - t0
-    print(f"\nschemathesis: {run.total} cases in {elapsed:.0f} s")
-    print("  slowest: " + ", ".join(f"{d:.2f} s {what}" for d, what in sorted(run.slowest)[-3:]))
-    for role, c in run.statuses.items():
-        print(f"  {role}: {sum(c.values())} cases, statuses {dict(sorted(c.items()))}")
+    with capsys.disabled():  # the case count is part of every run's output
+        print(f"\nschemathesis: {run.total} cases in {elapsed:.0f} s ({run.skipped} over budget)")
+        slow = sorted(run.slowest)[-3:]
+        print("  slowest: " + ", ".join(f"{d:.2f} s {what}" for d, what in slow))
+        for role, c in run.statuses.items():
+            print(f"  {role}: {sum(c.values())} cases, statuses {dict(sorted(c.items()))}")
     assert not run.failures, "\n\n".join(run.failures[:10]) + "\nserver log:\n" + log[-8000:]
     assert "Traceback" not in log, log[-5000:]
-    assert run.total >= 4000
+    # About 4800 cases in 70-140 s here; a slower machine stops at the budget.
+    assert run.total >= 3000
     # The generated cases reached the handlers, not only the 401/403/404 gates.
     for role in ("operator", "producer", "reviewer"):
         c = run.statuses[role]
@@ -123,10 +129,12 @@ def test_schemathesis_finds_no_5xx_and_no_schema_violation(tmp_path: Path) -> No
 class _Run:
     """Cases sent, their statuses by role, the failures and the slowest calls."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, budget_s: float) -> None:
         import requests
 
         self.url = url
+        self.deadline = time.monotonic() + budget_s
+        self.skipped = 0
         self.session = requests.Session()
         self.statuses: dict[str, collections.Counter[int]] = {}
         self.failures: list[str] = []
@@ -155,6 +163,9 @@ class _Run:
         )
         @given(case=strategy, known=st.sampled_from([None, *SEED]))
         def fuzz(case: Any, known: str | None) -> None:
+            if time.monotonic() > self.deadline:
+                self.skipped += 1
+                return
             if known is not None and "item_id" in (case.path_parameters or {}):
                 case.path_parameters["item_id"] = known  # an item that exists
             t1 = time.monotonic()
