@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -93,8 +94,13 @@ class ShingleSpec:
 
     @classmethod
     def parse(cls, text: str, *, max_shingles: int = 1_000_000) -> ShingleSpec:
+        if not isinstance(text, str):
+            raise InvalidConfig(
+                "shingle", text, "must be a string KIND:K", "write e.g. word:5, char:5 or byte:8"
+            )
         kind, sep, k = text.partition(":")
-        if not sep or not k.isdigit():
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if not sep or not re.fullmatch(r"[0-9]{1,9}", k):
             raise InvalidConfig(
                 "shingle", text, "expected KIND:K", "write e.g. word:5, char:5 or byte:8"
             )

@@ -260,7 +260,7 @@ def _natural(value: str | None) -> tuple[tuple[int, int | str], ...]:
     if value is None:
         return ()
     return tuple(
-        (0, int(part)) if part.isdigit() else (1, part)
+        (0, int(part)) if part.isascii() and part.isdigit() else (1, part)
         for part in re.findall(r"\d+|\D+", value)
     )
 

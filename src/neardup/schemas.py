@@ -5,12 +5,29 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SCHEMAS", "openapi"]
+from .auth import PERMISSIONS
+
+__all__ = ["PERMISSION", "SCHEMAS", "openapi"]
 
 _str = {"type": "string"}
 _int = {"type": "integer"}
 _num = {"type": "number"}
 _bool = {"type": "boolean"}
+
+#: The largest integer the service stores (SQLite's INTEGER is signed 64-bit).
+INT64_MAX = (1 << 63) - 1
+#: Tenant names (``neardup.tenant.valid_tenant_id``).
+TENANT_PATTERN = "^[a-z0-9][a-z0-9_-]{0,62}$"
+_tenant = {"type": "string", "pattern": TENANT_PATTERN}
+_item_id = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "description": "any text of 1-256 characters; in a URL path, percent-encode it "
+    "(a '/' as %2F)",
+}
+_seq = {"type": "integer", "minimum": 0, "maximum": INT64_MAX}
+_rationale = {"type": "string", "maxLength": 2000}
 
 _envelope = {
     "tenant_id": _str,
@@ -93,22 +110,23 @@ _decision = {
     },
 }
 
-_item = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        "tenant_id": _str,
-        "item_id": {"type": "string", "minLength": 1, "maxLength": 256},
-        "content": _str,
-        "content_uri": {"type": "string", "description": "file:// under a content root"},
-        "media_type": {"enum": ["text/plain", "text/markdown", "text/html"]},
-        "source_time": _str,
-        "normalization_version": {"const": 1},
-        "idempotency_key": {"type": "string", "maxLength": 256},
-        "replace": _bool,
-        "limit": {"type": "integer", "minimum": 1},
+_item_props: dict[str, Any] = {
+    "tenant_id": {**_tenant, "description": "must equal the tenant of the URL"},
+    "item_id": _item_id,
+    # Optional fields may also be sent as null (= absent), as before.
+    "content": {"type": ["string", "null"], "description": "exactly one of content, content_uri"},
+    "content_uri": {"type": ["string", "null"], "description": "file:// under a content root"},
+    "media_type": {"enum": ["text/plain", "text/markdown", "text/html"]},
+    "source_time": {
+        "type": ["string", "null"],
+        "maxLength": 256,
+        "description": "ISO 8601 time the item was produced (ingest-lag metric)",
     },
+    "normalization_version": {"enum": [1, None]},
+    "idempotency_key": {"type": ["string", "null"], "maxLength": 256},
+    "replace": _bool,
 }
+_item = {"type": "object", "additionalProperties": False, "properties": _item_props}
 
 _query_info = {
     "candidates_found": _int,
@@ -119,7 +137,24 @@ _query_info = {
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "UpsertRequest": {**_item, "required": ["item_id"]},
-    "QueryRequest": _item,
+    "QueryRequest": {
+        **_item,
+        "properties": {
+            **_item_props,
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": INT64_MAX,
+                "description": "candidates to return (default 10); more than the server's "
+                "or the tenant's max_candidates is refused with 422",
+            },
+        },
+    },
+    "DecideRequest": {
+        **_item,
+        "description": "with item_id the item is stored too (and linked or quarantined "
+        "by the decision); without it only the decision is recorded",
+    },
     "UpsertResponse": {
         "type": "object",
         "required": ["item_id", "seq", "status", "candidates"],
@@ -160,7 +195,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "additionalProperties": False,
         "required": ["left", "right"],
-        "properties": {"left": _str, "right": _str},
+        "properties": {"left": _item_id, "right": _item_id},
     },
     "VerifyResponse": {
         "type": "object",
@@ -236,7 +271,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "type": "object",
         "additionalProperties": False,
         "properties": {
-            "version": {"type": "integer", "minimum": 1},
+            "version": {"type": "integer", "minimum": 1, "maximum": 1 << 30},
             "metric": {"const": "jaccard"},
             "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
             "review_below": {"type": "number", "minimum": 0, "maximum": 0.5},
@@ -306,8 +341,8 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
         "properties": {
             "as": {"enum": ["unique", "duplicate"]},
-            "of": _str,
-            "rationale": {"type": "string", "maxLength": 2000},
+            "of": _item_id,
+            "rationale": _rationale,
         },
     },
     "LabelRequest": {
@@ -316,11 +351,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["label"],
         "description": "a pair (left + right) or a recorded decision (decision_seq)",
         "properties": {
-            "left": _str,
-            "right": _str,
+            "left": _item_id,
+            "right": _item_id,
             "label": {"enum": ["duplicate", "not_duplicate", "unsure"]},
-            "rationale": {"type": "string", "maxLength": 2000},
-            "decision_seq": _int,
+            "rationale": _rationale,
+            "decision_seq": {"type": "integer", "minimum": 1, "maximum": INT64_MAX},
         },
     },
     "ThresholdReportResponse": {
@@ -383,20 +418,24 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "additionalProperties": False,
         "properties": {
             "threshold": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
-            "shingle": {"type": "string", "pattern": "^(word|char|byte):[0-9]+$"},
+            "shingle": {
+                "type": "string",
+                "pattern": "^(word|char|byte):[0-9]{1,4}$",
+                "description": "KIND:K with K in 1..1024",
+            },
             "normalizer": {"enum": ["nfkc-casefold", "nfkc", "raw"]},
-            "num_perm": _int,
-            "bands": {"type": ["integer", "null"]},
-            "rows": {"type": ["integer", "null"]},
+            "num_perm": {"type": "integer", "minimum": 1, "maximum": 4096},
+            "bands": {"type": ["integer", "null"], "minimum": 1, "maximum": 4096},
+            "rows": {"type": ["integer", "null"], "minimum": 1, "maximum": 4096},
             "retain": {"enum": ["hashes", "text"]},
-            "scheme_version": _int,
-            "policy_version": _int,
-            "max_items": _int,
-            "max_shingles": _int,
-            "max_candidates": _int,
-            "max_bucket_size": _int,
-            "rate_per_s": _num,
-            "burst": _int,
+            "scheme_version": {"type": "integer", "minimum": 1, "maximum": 1 << 30},
+            "policy_version": {"type": "integer", "minimum": 1, "maximum": 1 << 30},
+            "max_items": {"type": "integer", "minimum": 1, "maximum": 1 << 40},
+            "max_shingles": {"type": "integer", "minimum": 1, "maximum": 1 << 40},
+            "max_candidates": {"type": "integer", "minimum": 1, "maximum": 10_000},
+            "max_bucket_size": {"type": "integer", "minimum": 2, "maximum": 1 << 30},
+            "rate_per_s": {"type": "number", "exclusiveMinimum": 0, "maximum": 1e7},
+            "burst": {"type": "integer", "minimum": 1, "maximum": 1 << 30},
         },
     },
     "KeyRequest": {
@@ -405,13 +444,51 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["role", "tenants"],
         "properties": {
             "role": {"enum": ["producer", "reviewer", "operator"]},
-            "tenants": {"type": "array", "items": _str, "minItems": 1},
+            "tenants": {
+                "type": "array",
+                "items": _tenant,
+                "minItems": 1,
+                "maxItems": 1000,
+                "description": "exactly one for producer and reviewer keys",
+            },
         },
+    },
+    "KeyResponse": {
+        "type": "object",
+        "required": ["token"],
+        "properties": {
+            "token": {"type": "string", "description": "nd_<key id>_<secret>; shown once"}
+        },
+    },
+    "DigestResponse": {
+        "type": "object",
+        "required": ["tenant_id", "seq", "digest"],
+        "properties": {"tenant_id": _str, "seq": _int, "digest": _str},
+    },
+    "CompactResponse": {
+        "type": "object",
+        "required": ["seq", "purged_features", "index_entries_dropped", "index_bytes"],
+        "properties": {
+            **_envelope,
+            "seq": _int,
+            "purged_features": _int,
+            "index_entries_dropped": _int,
+            "index_bytes": _int,
+        },
+    },
+    "RestoreResponse": {
+        "type": "object",
+        "required": ["restored_seq", "items", "generation"],
+        "properties": {**_envelope, "restored_seq": _int, "items": _int, "generation": _int},
     },
     "Error": {
         "type": "object",
-        "required": ["error", "message"],
-        "properties": {"error": _str, "message": _str, "fix": _str},
+        "required": ["error", "message", "fix"],
+        "properties": {
+            "error": {"type": "string", "description": "stable machine-readable code"},
+            "message": {"type": "string", "description": "what was wrong, with the value"},
+            "fix": {"type": "string", "description": "what to do instead"},
+        },
     },
     "CommandEvent": {
         "description": "header of a command-log record (the blob holds features and band keys)",
@@ -441,6 +518,43 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
+_T, _I = "/v1/tenants/{tenant}", "/v1/tenants/{tenant}/items/{item_id}"
+
+#: The permission (``neardup.auth.PERMISSIONS``) each operation needs: the server
+#: checks it before it reads the request, and the document lists the roles that
+#: have it (``x-roles``).
+PERMISSION: dict[tuple[str, str], str] = {
+    ("POST", "/v1/keys"): "tenant",
+    ("PUT", _T): "tenant",
+    ("GET", _T): "read",
+    ("POST", f"{_T}/reopen"): "tenant",
+    ("POST", f"{_T}/items"): "upsert",
+    ("DELETE", _I): "tombstone",
+    ("GET", _I): "read",
+    ("GET", f"{_I}/content"): "content",
+    ("GET", f"{_I}/decision"): "read",
+    ("POST", f"{_I}/unlink"): "resolve",
+    ("POST", f"{_I}/release"): "resolve",
+    ("PUT", f"{_T}/policy"): "policy",
+    ("GET", f"{_T}/policy"): "read",
+    ("GET", f"{_T}/decisions"): "decisions",
+    ("POST", f"{_T}/labels"): "feedback",
+    ("PUT", f"{_T}/shadow"): "shadow",
+    ("GET", f"{_T}/shadow"): "read",
+    ("POST", f"{_T}/shadow/promote"): "shadow",
+    ("POST", f"{_T}/shadow/rollback"): "shadow",
+    ("POST", f"{_T}/shadow/retire"): "shadow",
+    ("GET", f"{_T}/threshold-report"): "decisions",
+    ("GET", f"{_T}/digest"): "stats",
+    ("POST", f"{_T}/candidates"): "candidates",
+    ("POST", f"{_T}/decide"): "decide",
+    ("POST", f"{_T}/verify"): "verify",
+    ("POST", f"{_T}/compact"): "compact",
+    ("POST", f"{_T}/snapshot"): "snapshot",
+    ("POST", f"{_T}/restore"): "restore",
+}
+
+
 def _op(
     summary: str, req: str | None, resp: str, *, role: str, raw: bool = False
 ) -> dict[str, Any]:
@@ -463,6 +577,11 @@ def _op(
                 "description": "the request was refused; the body says why and the fix",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },
+            "503": {
+                "description": "the tenant is degraded or the server's storage failed; "
+                "retry later with the same idempotency key",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+            },
         },
     }
     if req:
@@ -478,8 +597,8 @@ def _op(
 
 def openapi(version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``neardup serve``."""
-    tparam = {"name": "tenant", "in": "path", "required": True, "schema": _str}
-    iparam = {"name": "item_id", "in": "path", "required": True, "schema": _str}
+    tparam = {"name": "tenant", "in": "path", "required": True, "schema": _tenant}
+    iparam = {"name": "item_id", "in": "path", "required": True, "schema": _item_id}
     paths: dict[str, Any] = {
         "/healthz": {"get": {"summary": "liveness", "responses": {"200": {"description": "OK"}}}},
         "/readyz": {
@@ -494,7 +613,14 @@ def openapi(version: str) -> dict[str, Any]:
         "/openapi.json": {
             "get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI"}}}
         },
-        "/v1/keys": {"post": _op("create an API key", "KeyRequest", "Error", role="operator")},
+        "/v1/keys": {
+            "post": _op(
+                "create an API key for tenants the operator's own key is scoped to",
+                "KeyRequest",
+                "KeyResponse",
+                role="operator",
+            )
+        },
         "/v1/tenants/{tenant}": {
             "parameters": [tparam],
             "put": _op(
@@ -527,19 +653,30 @@ def openapi(version: str) -> dict[str, Any]:
             ),
         },
         "/v1/tenants/{tenant}/items/{item_id}": {
-            "parameters": [
-                tparam,
-                {"name": "item_id", "in": "path", "required": True, "schema": _str},
-                {"name": "epoch", "in": "query", "required": False, "schema": _int},
-            ],
-            "delete": _op("tombstone an item", None, "TombstoneResponse", role="producer"),
+            "parameters": [tparam, iparam],
+            "delete": {
+                **_op("tombstone an item", None, "TombstoneResponse", role="producer"),
+                "parameters": [
+                    {
+                        "name": "epoch",
+                        "in": "query",
+                        "required": False,
+                        "description": "the version the caller saw; an older epoch than "
+                        "the stored version is refused (409)",
+                        "schema": _seq,
+                    },
+                    {
+                        "name": "Idempotency-Key",
+                        "in": "header",
+                        "required": False,
+                        "schema": {"type": "string", "maxLength": 256},
+                    },
+                ],
+            },
             "get": _op("stored version of an item (metadata)", None, "ItemResponse", role="any"),
         },
         "/v1/tenants/{tenant}/items/{item_id}/content": {
-            "parameters": [
-                tparam,
-                {"name": "item_id", "in": "path", "required": True, "schema": _str},
-            ],
+            "parameters": [tparam, iparam],
             "get": _op(
                 "the retained normalized text of a live item (tenants with retain=text); "
                 "every read is written to the audit log",
@@ -589,8 +726,13 @@ def openapi(version: str) -> dict[str, Any]:
         "/v1/tenants/{tenant}/decisions": {
             "parameters": [
                 tparam,
-                {"name": "after", "in": "query", "required": False, "schema": _int},
-                {"name": "limit", "in": "query", "required": False, "schema": _int},
+                {"name": "after", "in": "query", "required": False, "schema": _seq},
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": 10_000},
+                },
             ],
             "get": _op(
                 "the hash-chained decision log (verified on read)",
@@ -659,7 +801,7 @@ def openapi(version: str) -> dict[str, Any]:
         "/v1/tenants/{tenant}/decide": {
             "parameters": [tparam],
             "post": _op(
-                "decide duplicate / unique", "QueryRequest", "DecideResponse", role="producer"
+                "decide duplicate / unique", "DecideRequest", "DecideResponse", role="producer"
             ),
         },
         "/v1/tenants/{tenant}/verify": {
@@ -673,12 +815,17 @@ def openapi(version: str) -> dict[str, Any]:
         },
         "/v1/tenants/{tenant}/digest": {
             "parameters": [tparam],
-            "get": _op("SHA-256 of the tenant's logical state", None, "Error", role="operator"),
+            "get": _op(
+                "SHA-256 of the tenant's logical state", None, "DigestResponse", role="operator"
+            ),
         },
         "/v1/tenants/{tenant}/compact": {
             "parameters": [tparam],
             "post": _op(
-                "merge the index delta and purge tombstones", None, "Error", role="operator"
+                "merge the index delta and purge tombstones",
+                None,
+                "CompactResponse",
+                role="operator",
             ),
         },
         "/v1/tenants/{tenant}/snapshot": {
@@ -687,9 +834,15 @@ def openapi(version: str) -> dict[str, Any]:
         },
         "/v1/tenants/{tenant}/restore": {
             "parameters": [tparam],
-            "post": _op("restore a snapshot (verified first)", "binary", "Error", role="operator"),
+            "post": _op(
+                "restore a snapshot (verified first)", "binary", "RestoreResponse", role="operator"
+            ),
         },
     }
+    for (method, path), perm in PERMISSION.items():
+        op = paths[path][method.lower()]
+        op["x-permission"] = perm
+        op["x-roles"] = [role for role, ops in PERMISSIONS.items() if perm in ops]
     return {
         "openapi": "3.1.0",
         "info": {

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -19,14 +21,17 @@ from typing import Any
 import numpy as np
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._errors import (
     CorruptFile,
     DocumentTooLarge,
     EmptyDocument,
+    Forbidden,
     InputError,
     InvalidConfig,
     LimitExceeded,
@@ -36,8 +41,9 @@ from ._errors import (
     ServiceError,
 )
 from ._trace import span
-from .auth import Principal
-from .schemas import openapi
+from ._validate import INT64_MAX, check_json
+from .auth import PERMISSIONS, Principal
+from .schemas import PERMISSION, openapi
 from .service import Service
 
 __all__ = ["create_app"]
@@ -266,6 +272,20 @@ _CODES = {
 }
 
 
+def _text(s: str) -> str:
+    """``s`` safe to send as JSON text (a lone surrogate from a request becomes ``\\ud800``)."""
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _fix(exc: NeardupError) -> str:
+    """The fix of an error: its ``fix`` attribute, else the message's "; fix: ..." tail."""
+    fix = getattr(exc, "fix", None)
+    if isinstance(fix, str) and fix:
+        return fix
+    _, sep, tail = str(exc).rpartition("; fix: ")
+    return tail if sep and tail else "see the message; /openapi.json describes every request"
+
+
 def _error(exc: NeardupError) -> JSONResponse:
     status = _status(exc)
     if isinstance(exc, NeardupIOError):
@@ -282,13 +302,64 @@ def _error(exc: NeardupError) -> JSONResponse:
         )
     body: dict[str, Any] = {
         "error": getattr(exc, "code", _CODES.get(type(exc).__name__, "invalid_request")),
-        "message": str(exc),
-        "fix": getattr(exc, "fix", None),
+        "message": _text(str(exc)),
+        "fix": _text(_fix(exc)),
     }
     headers = {}
     if isinstance(exc, LimitExceeded) and exc.retry_after is not None:
         headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _canonical_path(raw: bytes) -> str:
+    """The request path with each segment percent-decoded (strict UTF-8) and encoded
+    again in one canonical way, so an encoded ``/`` (``%2F``) stays inside its segment.
+
+    The server routes on this form: ``/items/a%2Fb/content`` is item ``a/b``, while
+    the decoded path (``/items/a/b/content``) could not tell it from item ``a``.
+    Path parameters are decoded once, when a handler reads them.
+    """
+    out = []
+    for seg in raw.split(b"/"):
+        text = urllib.parse.unquote_to_bytes(seg).decode("utf-8")  # strict
+        out.append(urllib.parse.quote(text, safe=""))
+    return "/".join(out)
+
+
+class _RawPathRouting:
+    """ASGI middleware: route on :func:`_canonical_path` of the raw request path."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            raw = scope.get("raw_path")
+            if raw is None:
+                raw = urllib.parse.quote(scope["path"], safe="/").encode("ascii")
+            try:
+                path = _canonical_path(raw.split(b"?", 1)[0])
+            except UnicodeDecodeError as exc:
+                resp = JSONResponse(
+                    {
+                        "error": "invalid_parameter",
+                        "message": f"the URL path {raw[:200]!r} is not percent-encoded UTF-8 "
+                        f"(byte {exc.start} of a segment)",
+                        "fix": "percent-encode path parameters as UTF-8 (e.g. %C3%A9 for é)",
+                    },
+                    status_code=400,
+                )
+                await resp(scope, receive, send)
+                return
+            scope = {**scope, "path": path}
+        await self.app(scope, receive, send)
+
+
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def create_app(
@@ -305,7 +376,7 @@ def create_app(
 
     async def body_bytes(request: Request, cap: int) -> bytes:
         n = request.headers.get("content-length")
-        if n is not None and (not n.isdigit() or int(n) > cap):
+        if n is not None and (not _DIGITS.fullmatch(n) or int(n) > cap):
             raise LimitExceeded(
                 f"request body of {n} bytes exceeds {cap} bytes", "send a smaller body", status=413
             )
@@ -322,24 +393,60 @@ def create_app(
     async def json_body(request: Request) -> Any:
         raw = await body_bytes(request, cfg.max_body_bytes)
         try:
-            return json.loads(raw.decode("utf-8")) if raw else {}
+            doc = json.loads(raw.decode("utf-8"), parse_constant=_no_constant) if raw else {}
         except UnicodeDecodeError as exc:
             raise InvalidConfig(
                 "body", f"byte {exc.start}", "is not UTF-8", "send UTF-8 JSON"
+            ) from None
+        except RecursionError:
+            raise InvalidConfig(
+                "body",
+                f"{len(raw)} bytes",
+                "is nested too deeply to parse",
+                "send a flat JSON document (requests nest at most a few levels)",
             ) from None
         except ValueError as exc:
             raise InvalidConfig(
                 "body", str(exc)[:80], "is not valid JSON", "send a JSON object"
             ) from None
+        check_json(doc)
+        return doc
 
     def principal(request: Request) -> Principal:
-        return service.keyring.authenticate(request.headers.get("authorization"))
+        p = request.scope.get("neardup.principal")
+        if not isinstance(p, Principal):
+            p = service.keyring.authenticate(request.headers.get("authorization"))
+            request.scope["neardup.principal"] = p
+        return p
 
-    def route(name: str, fn: Callable[[Request], Awaitable[Response]]) -> Handler:
+    def authorize(request: Request, op: str) -> None:
+        """Authenticate and check the role (and tenant scope, when the path names a
+        tenant) before anything of the request is read or validated."""
+        p = principal(request)
+        tenant = request.path_params.get("tenant")
+        if tenant is None:
+            if op not in PERMISSIONS[p.role]:
+                raise Forbidden(
+                    f"role {p.role!r} of key {p.key_id!r} may not {op!r}",
+                    f"use a key with a role allowed to {op!r}",
+                )
+        else:
+            p.require(op, tenant)
+
+    def route(
+        name: str, fn: Callable[[Request], Awaitable[Response]], op: str | None = None
+    ) -> Handler:
         async def handler(request: Request) -> Response:
             t0 = time.perf_counter()
             try:
+                # Routing ran on the canonical (still encoded) path: decode once here.
+                request.scope["path_params"] = {
+                    k: urllib.parse.unquote(v) if isinstance(v, str) else v
+                    for k, v in request.path_params.items()
+                }
                 with span(f"neardup.{name}", tenant=request.path_params.get("tenant", "")):
+                    if op is not None:
+                        authorize(request, op)
                     resp = await fn(request)
             except NeardupError as exc:
                 if isinstance(exc, SchemeMismatch):
@@ -420,14 +527,7 @@ def create_app(
 
     async def add_key(request: Request) -> Response:
         p, body = principal(request), await json_body(request)
-        if not isinstance(body, dict) or set(body) != {"role", "tenants"}:
-            raise InvalidConfig(
-                "body",
-                body,
-                "needs exactly role and tenants",
-                'send {"role": "producer", "tenants": ["t1"]}',
-            )
-        token = await run_in_threadpool(service.add_key, p, body["role"], list(body["tenants"]))
+        token = await run_in_threadpool(service.key_request, p, body)
         return JSONResponse({"token": token})
 
     async def upsert(request: Request) -> Response:
@@ -453,26 +553,32 @@ def create_app(
 
     async def verify(request: Request) -> Response:
         p, body = principal(request), await json_body(request)
-        if not isinstance(body, dict) or not {"left", "right"} <= set(body):
-            raise InvalidConfig(
-                "body", body, "needs left and right item ids", 'send {"left": "A", "right": "B"}'
-            )
         out = await run_in_threadpool(
-            service.verify, p, request.path_params["tenant"], str(body["left"]), str(body["right"])
+            service.verify_request, p, request.path_params["tenant"], body
         )
         return JSONResponse(out)
 
+    def int_param(request: Request, name: str, lo: int, hi: int) -> int | None:
+        """An integer query parameter in ``[lo, hi]``: ASCII digits only (``str.isdigit``
+        also accepts "²", which ``int`` refuses), at most 64-bit."""
+        raw = request.query_params.get(name)
+        if raw is None:
+            return None
+        if not _DIGITS.fullmatch(raw) or not lo <= int(raw) <= hi:
+            raise InvalidConfig(
+                name, raw[:40], f"must be an integer in [{lo}, {hi}]", f"send ?{name}=N"
+            )
+        return int(raw)
+
     async def tombstone(request: Request) -> Response:
         p = principal(request)
-        raw = request.query_params.get("epoch")
-        if raw is not None and not raw.isdigit():
-            raise InvalidConfig("epoch", raw, "must be a non-negative integer", "send ?epoch=N")
+        epoch = int_param(request, "epoch", 0, INT64_MAX)
         out = await run_in_threadpool(
             service.tombstone,
             p,
             request.path_params["tenant"],
             request.path_params["item_id"],
-            int(raw) if raw is not None else None,
+            epoch,
             request.headers.get("idempotency-key"),
         )
         return JSONResponse(out)
@@ -501,18 +607,12 @@ def create_app(
         out = await run_in_threadpool(service.policies, p, request.path_params["tenant"])
         return JSONResponse(out)
 
-    def _int_param(request: Request, name: str, default: int, hi: int) -> int:
-        raw = request.query_params.get(name)
-        if raw is None:
-            return default
-        if not raw.isdigit() or not 0 <= int(raw) <= hi:
-            raise InvalidConfig(name, raw, f"must be an integer in [0, {hi}]", f"send ?{name}=N")
-        return int(raw)
-
     async def get_events(request: Request) -> Response:
         p = principal(request)
-        after = _int_param(request, "after", 0, 1 << 62)
-        limit = max(1, _int_param(request, "limit", 1000, 10_000))
+        after = int_param(request, "after", 0, INT64_MAX)
+        limit = int_param(request, "limit", 1, 10_000)
+        after = 0 if after is None else after
+        limit = 1000 if limit is None else limit
         out = await run_in_threadpool(
             service.events, p, request.path_params["tenant"], after, limit
         )
@@ -529,8 +629,6 @@ def create_app(
         async def handle(request: Request) -> Response:
             p = principal(request)
             body = await json_body(request)
-            if not isinstance(body, dict):
-                raise InvalidConfig("body", body, "must be a JSON object", "send {} or an object")
             out = await run_in_threadpool(
                 service.resolve_item,
                 p,
@@ -552,8 +650,6 @@ def create_app(
         async def handle(request: Request) -> Response:
             p = principal(request)
             body = await json_body(request) if action == "start" else None
-            if body is not None and not isinstance(body, dict):
-                raise InvalidConfig("body", body, "must be a JSON object", "send a TenantConfig")
             out = await run_in_threadpool(
                 service.shadow, p, request.path_params["tenant"], action, body
             )
@@ -590,91 +686,73 @@ def create_app(
         out = await run_in_threadpool(service.restore, p, request.path_params["tenant"], blob)
         return JSONResponse(out)
 
-    routes = [
-        Route("/healthz", route("healthz", healthz), methods=["GET"]),
-        Route("/readyz", route("readyz", readyz), methods=["GET"]),
-        Route("/metrics", route("metrics", metrics_route), methods=["GET"]),
-        Route("/openapi.json", route("openapi", openapi_route), methods=["GET"]),
-        Route("/v1/keys", route("keys", add_key), methods=["POST"]),
-        Route("/v1/tenants/{tenant}", route("tenant_put", put_tenant), methods=["PUT"]),
-        Route("/v1/tenants/{tenant}", route("tenant_get", get_tenant), methods=["GET"]),
-        Route(
-            "/v1/tenants/{tenant}/reopen",
-            route("tenant_reopen", reopen_tenant),
-            methods=["POST"],
-        ),
-        Route("/v1/tenants/{tenant}/items", route("upsert", upsert), methods=["POST"]),
-        Route(
-            "/v1/tenants/{tenant}/items/{item_id}",
-            route("tombstone", tombstone),
-            methods=["DELETE"],
-        ),
-        Route("/v1/tenants/{tenant}/items/{item_id}", route("item", get_item), methods=["GET"]),
-        Route(
-            "/v1/tenants/{tenant}/items/{item_id}/content",
-            route("content", get_content),
-            methods=["GET"],
-        ),
-        Route(
-            "/v1/tenants/{tenant}/items/{item_id}/decision",
-            route("item_state", get_state),
-            methods=["GET"],
-        ),
-        Route(
-            "/v1/tenants/{tenant}/items/{item_id}/unlink",
-            route("unlink", resolver("unlink")),
-            methods=["POST"],
-        ),
-        Route(
-            "/v1/tenants/{tenant}/items/{item_id}/release",
-            route("release", resolver("release")),
-            methods=["POST"],
-        ),
-        Route("/v1/tenants/{tenant}/policy", route("policy_put", put_policy), methods=["PUT"]),
-        Route("/v1/tenants/{tenant}/policy", route("policy_get", get_policy), methods=["GET"]),
-        Route("/v1/tenants/{tenant}/decisions", route("decisions", get_events), methods=["GET"]),
-        Route("/v1/tenants/{tenant}/labels", route("labels", post_label), methods=["POST"]),
-        Route(
-            "/v1/tenants/{tenant}/shadow",
-            route("shadow_start", shadow_action("start")),
-            methods=["PUT"],
-        ),
-        Route(
-            "/v1/tenants/{tenant}/shadow",
-            route("shadow_status", shadow_action("status")),
-            methods=["GET"],
-        ),
+    t, item = "/v1/tenants/{tenant}", "/v1/tenants/{tenant}/items/{item_id}"
+    # (path, method, metrics name, handler); the permission each needs is
+    # schemas.PERMISSION, checked before the request body is read.
+    table: list[tuple[str, str, str, Callable[[Request], Awaitable[Response]]]] = [
+        ("/healthz", "GET", "healthz", healthz),
+        ("/readyz", "GET", "readyz", readyz),
+        ("/metrics", "GET", "metrics", metrics_route),
+        ("/openapi.json", "GET", "openapi", openapi_route),
+        ("/v1/keys", "POST", "keys", add_key),
+        (t, "PUT", "tenant_put", put_tenant),
+        (t, "GET", "tenant_get", get_tenant),
+        (f"{t}/reopen", "POST", "tenant_reopen", reopen_tenant),
+        (f"{t}/items", "POST", "upsert", upsert),
+        (item, "DELETE", "tombstone", tombstone),
+        (item, "GET", "item", get_item),
+        (f"{item}/content", "GET", "content", get_content),
+        (f"{item}/decision", "GET", "item_state", get_state),
+        (f"{item}/unlink", "POST", "unlink", resolver("unlink")),
+        (f"{item}/release", "POST", "release", resolver("release")),
+        (f"{t}/policy", "PUT", "policy_put", put_policy),
+        (f"{t}/policy", "GET", "policy_get", get_policy),
+        (f"{t}/decisions", "GET", "decisions", get_events),
+        (f"{t}/labels", "POST", "labels", post_label),
+        (f"{t}/shadow", "PUT", "shadow_start", shadow_action("start")),
+        (f"{t}/shadow", "GET", "shadow_status", shadow_action("status")),
         *[
-            Route(
-                f"/v1/tenants/{{tenant}}/shadow/{action}",
-                route(f"shadow_{action}", shadow_action(action)),
-                methods=["POST"],
-            )
-            for action in ("promote", "rollback", "retire")
+            (f"{t}/shadow/{a}", "POST", f"shadow_{a}", shadow_action(a))
+            for a in ("promote", "rollback", "retire")
         ],
-        Route(
-            "/v1/tenants/{tenant}/threshold-report",
-            route("threshold_report", get_threshold_report),
-            methods=["GET"],
-        ),
-        Route("/v1/tenants/{tenant}/digest", route("digest", digest), methods=["GET"]),
-        Route("/v1/tenants/{tenant}/candidates", route("candidates", candidates), methods=["POST"]),
-        Route("/v1/tenants/{tenant}/decide", route("decide", decide), methods=["POST"]),
-        Route("/v1/tenants/{tenant}/verify", route("verify", verify), methods=["POST"]),
-        Route("/v1/tenants/{tenant}/compact", route("compact", compact), methods=["POST"]),
-        Route("/v1/tenants/{tenant}/snapshot", route("snapshot", snapshot), methods=["POST"]),
-        Route("/v1/tenants/{tenant}/restore", route("restore", restore), methods=["POST"]),
+        (f"{t}/threshold-report", "GET", "threshold_report", get_threshold_report),
+        (f"{t}/digest", "GET", "digest", digest),
+        (f"{t}/candidates", "POST", "candidates", candidates),
+        (f"{t}/decide", "POST", "decide", decide),
+        (f"{t}/verify", "POST", "verify", verify),
+        (f"{t}/compact", "POST", "compact", compact),
+        (f"{t}/snapshot", "POST", "snapshot", snapshot),
+        (f"{t}/restore", "POST", "restore", restore),
+    ]
+    # Content reads are authorized by the service itself: refused ones are audited too.
+    pre_authorized = {k: v for k, v in PERMISSION.items() if v != "content"}
+    routes = [
+        Route(path, route(name, fn, pre_authorized.get((method, path))), methods=[method])
+        for path, method, name, fn in table
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:
         code = getattr(exc, "status_code", 404)
+        headers = {}
+        if code == 405:
+            # Every method of the path (several routes may share it), not only the
+            # first route's: RFC 9110 requires Allow on a 405.
+            allowed: set[str] = set()
+            for r in routes:
+                match, _ = r.matches(request.scope)
+                if match is not Match.NONE:
+                    allowed |= r.methods or set()
+            headers["Allow"] = ", ".join(sorted(allowed))
         return JSONResponse(
             {
                 "error": "not_found" if code == 404 else "method_not_allowed",
-                "message": f"no route {request.method} {request.url.path}",
-                "fix": "see /openapi.json",
+                "message": _text(f"no route {request.method} {request.url.path}"),
+                "fix": "see /openapi.json"
+                if code == 404
+                else f"use one of {headers['Allow']} on this path, or see /openapi.json",
             },
             status_code=code,
+            headers=headers,
         )
 
     @contextlib.asynccontextmanager
@@ -690,5 +768,8 @@ def create_app(
             service.close()
 
     return Starlette(
-        routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan
+        routes=routes,
+        exception_handlers={404: not_found, 405: not_found},
+        middleware=[Middleware(_RawPathRouting)],
+        lifespan=lifespan,
     )

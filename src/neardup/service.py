@@ -49,6 +49,7 @@ from ._errors import (
     CorruptFile,
     DocumentTooLarge,
     EmptyDocument,
+    Forbidden,
     InvalidConfig,
     LimitExceeded,
     NeardupError,
@@ -57,28 +58,22 @@ from ._errors import (
     SchemeMismatch,
     TenantUnavailable,
 )
-from .auth import AuditLog, Keyring, Principal
+from ._validate import INT64_MAX, check, check_int, short
+from .auth import PERMISSIONS, AuditLog, Keyring, Principal
 from .lsh import candidate_probability, default_layout
 from .migration import POINTER, Migration, load_tenant
 from .persist import atomic_write
+from .schemas import SCHEMAS
 from .tenant import Tenant, TenantConfig, valid_tenant_id
 
 __all__ = ["Service", "ServiceConfig"]
 
 _log = logging.getLogger("neardup.service")
 
-_ITEM_FIELDS = {
-    "tenant_id",
-    "item_id",
-    "content",
-    "content_uri",
-    "media_type",
-    "source_time",
-    "normalization_version",
-    "idempotency_key",
-    "replace",
-}
-_MEDIA_TYPES = ("text/plain", "text/markdown", "text/html")
+#: Request validation: every field that reaches a command (and so the command log)
+#: is checked against these schemas first (they are what /openapi.json publishes).
+_ITEM_ID = SCHEMAS["UpsertRequest"]["properties"]["item_id"]
+_IDEMPOTENCY_KEY = SCHEMAS["UpsertRequest"]["properties"]["idempotency_key"]
 
 
 def _inside(path: str, root: str) -> bool:
@@ -430,6 +425,10 @@ class Service:
                 "send the content inline, or a file:// URI under a content root",
             )
         path = urllib.parse.unquote(parsed.path)
+        if "\x00" in path:
+            raise InvalidConfig(
+                "content_uri", uri, "holds a NUL character", "send the URI of a real file"
+            )
         if not any(_inside(path, root) for root in self.config.content_roots):
             raise InvalidConfig(
                 "content_uri",
@@ -459,14 +458,20 @@ class Service:
             ) from exc
 
     @staticmethod
-    def _check_item(body: dict[str, Any], tenant_id: str) -> None:
+    def _check_item(body: Any, tenant_id: str, schema: str = "UpsertRequest") -> None:
+        """Validate an item request completely (types, lengths, encodings) before any
+        of it can reach the command log."""
         if not isinstance(body, dict):
-            raise InvalidConfig("body", type(body).__name__, "must be a JSON object", "send one")
-        extra = sorted(set(body) - _ITEM_FIELDS)
-        if extra:
             raise InvalidConfig(
-                "body", extra[0], "unknown field", f"use only {', '.join(sorted(_ITEM_FIELDS))}"
+                "body", type(body).__name__, "must be a JSON object", 'send {"item_id": ...}'
             )
+        nv = body.get("normalization_version")
+        if isinstance(nv, int) and not isinstance(nv, bool) and nv != 1:
+            # A producer on another normalizer version: counted as a cross-version attempt.
+            raise SchemeMismatch(
+                f"normalization version {short(nv)}", "normalization version 1", "an item"
+            )
+        check(SCHEMAS[schema], body, "body")
         if body.get("tenant_id", tenant_id) != tenant_id:
             raise InvalidConfig(
                 "tenant_id",
@@ -474,27 +479,11 @@ class Service:
                 "does not match the URL",
                 "send the item to its own tenant",
             )
-        mt = body.get("media_type", "text/plain")
-        if mt not in _MEDIA_TYPES:
-            raise InvalidConfig("media_type", mt, "unsupported", f"use one of {_MEDIA_TYPES}")
-        for name in ("source_time", "idempotency_key", "item_id"):
-            v = body.get(name)
-            if v is not None and (not isinstance(v, str) or len(v) > 256):
-                raise InvalidConfig(name, v, "must be a string of at most 256 characters", "fix it")
-        nv = body.get("normalization_version")
-        if nv is not None and (isinstance(nv, bool) or not isinstance(nv, int)):
-            raise InvalidConfig(
-                "normalization_version", nv, "must be an integer", "send 1 or leave it out"
-            )
-        if nv is not None and nv != 1:
-            # A producer on another normalizer version: counted as a cross-version attempt.
-            raise SchemeMismatch(
-                f"normalization version {nv}", "normalization version 1", "an item"
-            )
-        if not isinstance(body.get("replace", False), bool):
-            raise InvalidConfig(
-                "replace", body.get("replace"), "must be a boolean", "send true/false"
-            )
+
+    @staticmethod
+    def _check_id(item_id: Any, field: str = "item_id") -> str:
+        check(_ITEM_ID, item_id, field)
+        return str(item_id)
 
     # -- operations ----------------------------------------------------------------
     def create_tenant(
@@ -502,6 +491,7 @@ class Service:
     ) -> dict[str, Any]:
         valid_tenant_id(tenant_id)
         principal.require("tenant", tenant_id)
+        check(SCHEMAS["TenantConfig"], config, "config")
         cfg = TenantConfig.from_dict(config)
         warnings = self._recall_guard(cfg)
         with self._lock:
@@ -572,7 +562,24 @@ class Service:
         return [f"{what}, below the recall target {target}: about {1 - rec:.1%} of the "
                 f"pairs at the threshold will not be found; {fix}"]
 
+    def key_request(self, principal: Principal, body: Any) -> str:
+        """``POST /v1/keys``: authorized first, then the body validated, then the key."""
+        self._require_role(principal, "tenant")
+        check(SCHEMAS["KeyRequest"], body, "body")
+        return self.add_key(principal, body["role"], body["tenants"])
+
+    @staticmethod
+    def _require_role(principal: Principal, op: str) -> None:
+        if op not in PERMISSIONS[principal.role]:
+            raise Forbidden(
+                f"role {principal.role!r} of key {principal.key_id!r} may not {op!r}",
+                f"use a key with a role allowed to {op!r}",
+            )
+
     def add_key(self, principal: Principal, role: str, tenants: Sequence[str]) -> str:
+        self._require_role(principal, "tenant")
+        ts = list(tenants) if isinstance(tenants, list | tuple) else tenants
+        check(SCHEMAS["KeyRequest"], {"role": role, "tenants": ts}, "body")
         for t in tenants:
             principal.require("tenant", t)
         with self._lock:
@@ -584,10 +591,8 @@ class Service:
         return token
 
     def upsert(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        self._check_item(body, tenant_id)
         self.tenant(principal, "upsert", tenant_id)
-        if not body.get("item_id"):
-            raise InvalidConfig("item_id", body.get("item_id"), "is required", "send an item id")
+        self._check_item(body, tenant_id, "UpsertRequest")
         content = self._content(body)
         return self._store(
             tenant_id,
@@ -621,13 +626,10 @@ class Service:
     def candidates(
         self, principal: Principal, tenant_id: str, body: dict[str, Any], limit: int | None = None
     ) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise InvalidConfig("body", type(body).__name__, "must be a JSON object", "send one")
-        self._check_item({k: v for k, v in body.items() if k != "limit"}, tenant_id)
         t = self.tenant(principal, "candidates", tenant_id)
+        self._check_item(body, tenant_id, "QueryRequest")
         lim = body.get("limit", limit if limit is not None else 10)
-        if isinstance(lim, bool) or not isinstance(lim, int) or lim < 1:
-            raise InvalidConfig("limit", lim, "must be a positive integer", "use e.g. 10")
+        check_int("limit", lim, 1, INT64_MAX)
         cap = min(self.config.max_candidates, t.config.max_candidates)
         if lim > cap:
             raise LimitExceeded(
@@ -641,8 +643,8 @@ class Service:
     def decide(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Decide an item and record it; with ``item_id`` the item is stored too (and
         linked or quarantined by the decision), without it only the decision is logged."""
-        self._check_item(body, tenant_id)
         t = self.tenant(principal, "decide", tenant_id)
+        self._check_item(body, tenant_id, "DecideRequest")
         try:
             return self._decide(principal, t, tenant_id, body)
         except (LimitExceeded, EmptyDocument, DocumentTooLarge) as exc:
@@ -675,6 +677,7 @@ class Service:
     ) -> dict[str, Any]:
         t = self.tenant(principal, "policy", tenant_id)
         try:
+            check(SCHEMAS["Policy"], body, "policy")
             out = t.set_policy(
                 body,
                 actor=principal.key_id,
@@ -705,16 +708,22 @@ class Service:
     def events(
         self, principal: Principal, tenant_id: str, after: int = 0, limit: int = 1000
     ) -> dict[str, Any]:
-        return self.tenant(principal, "decisions", tenant_id).events(after=after, limit=limit)
+        t = self.tenant(principal, "decisions", tenant_id)
+        check_int("after", after, 0, INT64_MAX)
+        check_int("limit", limit, 1, 10_000)
+        return t.events(after=after, limit=limit)
 
     def item_state(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
-        return self.tenant(principal, "read", tenant_id).state(item_id)
+        t = self.tenant(principal, "read", tenant_id)
+        return t.state(self._check_id(item_id))
 
     def resolve_item(
         self, principal: Principal, tenant_id: str, item_id: str, action: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         """``unlink`` a duplicate or ``release`` a quarantined item (audited events)."""
         t = self.tenant(principal, "resolve", tenant_id)
+        self._check_id(item_id)
+        check(SCHEMAS["ResolveRequest"], body, "body")
         rationale = str(body.get("rationale", ""))
         if action == "unlink":
             out = t.unlink(item_id, actor=principal.key_id, rationale=rationale)
@@ -732,17 +741,17 @@ class Service:
     def label(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """A reviewer label for a pair (``left``, ``right``) or for a recorded decision
         (``decision_seq``: its item and the candidate it was compared with)."""
-        seq = body.get("decision_seq") if isinstance(body, dict) else None
-        seq = seq if isinstance(seq, int) and not isinstance(seq, bool) else None
-        pair = isinstance(body, dict) and {"left", "right"} <= set(body)
-        if not isinstance(body, dict) or "label" not in body or not (pair or seq is not None):
+        t = self.tenant(principal, "feedback", tenant_id)
+        check(SCHEMAS["LabelRequest"], body, "body")
+        seq = body.get("decision_seq")
+        pair = {"left", "right"} <= set(body)
+        if not (pair or seq is not None):
             raise InvalidConfig(
                 "body",
-                body,
+                short(body),
                 "needs label and either left + right or decision_seq",
                 'send {"left": "A", "right": "B", "label": "duplicate"}',
             )
-        t = self.tenant(principal, "feedback", tenant_id)
         if pair:
             left, right = str(body["left"]), str(body["right"])
         else:
@@ -759,7 +768,14 @@ class Service:
         return out
 
     def verify(self, principal: Principal, tenant_id: str, left: str, right: str) -> dict[str, Any]:
-        return self.tenant(principal, "verify", tenant_id).verify(left, right)
+        t = self.tenant(principal, "verify", tenant_id)
+        return t.verify(self._check_id(left, "left"), self._check_id(right, "right"))
+
+    def verify_request(self, principal: Principal, tenant_id: str, body: Any) -> dict[str, Any]:
+        """``POST .../verify``: the body validated after the caller is authorized."""
+        principal.require("verify", tenant_id)
+        check(SCHEMAS["VerifyRequest"], body, "body")
+        return self.verify(principal, tenant_id, body["left"], body["right"])
 
     def tombstone(
         self,
@@ -770,6 +786,11 @@ class Service:
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         t = self.tenant(principal, "tombstone", tenant_id)
+        self._check_id(item_id)
+        if epoch is not None:
+            check_int("epoch", epoch, 0, INT64_MAX)
+        if idempotency_key is not None:
+            check(_IDEMPOTENCY_KEY, idempotency_key, "idempotency_key")
         out = t.tombstone(item_id, epoch=epoch, idempotency_key=idempotency_key)
         self._migrations[tenant_id].mirror_tombstone(item_id)
         return out
@@ -786,6 +807,7 @@ class Service:
             return mig.status()
         try:
             if action == "start":
+                check(SCHEMAS["TenantConfig"], body or {}, "config")
                 out = mig.start(TenantConfig.from_dict(body or {}), actor=actor)
             elif action == "promote":
                 with self._lock:
@@ -845,12 +867,14 @@ class Service:
         return out
 
     def item(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
-        return self.tenant(principal, "read", tenant_id).item(item_id)
+        t = self.tenant(principal, "read", tenant_id)
+        return t.item(self._check_id(item_id))
 
     def content(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
         """Retained text of an item: reviewer role only, and every attempt is audited."""
         try:
-            out = self.tenant(principal, "content", tenant_id).content(item_id)
+            t = self.tenant(principal, "content", tenant_id)
+            out = t.content(self._check_id(item_id))
         except NeardupError as exc:
             self.audit.write(
                 principal,

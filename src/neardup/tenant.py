@@ -99,7 +99,7 @@ _log = logging.getLogger("neardup.service")
 
 __all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
 
-_TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}\Z")  # \Z: "$" allows a final "\n"
 SNAPSHOT_FORMAT = 1
 
 
