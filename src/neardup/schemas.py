@@ -93,6 +93,16 @@ _decision = {
     },
 }
 
+_relink = {
+    "type": "object",
+    "required": ["item_id", "state", "canonical"],
+    "properties": {
+        "item_id": _str,
+        "state": {"enum": ["unique", "duplicate", "tombstoned"]},
+        "canonical": {"type": ["string", "null"]},
+    },
+}
+
 _item = {
     "type": "object",
     "additionalProperties": False,
@@ -208,6 +218,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "seq": _int,
             "tombstoned": _bool,
             "epoch": _int,
+            "relinks": {
+                "type": "array",
+                "items": _relink,
+                "description": "links changed: the item left its cluster; a canonical "
+                "item's cluster went to its oldest live member",
+            },
         },
     },
     "ItemResponse": {
@@ -255,7 +271,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["seq", "kind", "time", "policy_version", "scheme_version", "prev"],
         "properties": {
             "seq": _int,
-            "kind": {"enum": ["decision", "unlink", "release", "label", "policy", "shadow"]},
+            "kind": {
+                "enum": ["decision", "unlink", "release", "label", "policy", "shadow", "relink"]
+            },
             "item_id": {"type": ["string", "null"]},
             "actor": {"type": ["string", "null"], "description": "API key id"},
             "time": _num,
@@ -267,6 +285,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "decision": _decision,
             "stored": _bool,
             "effect": {"type": "object"},
+            "relinks": {
+                "type": "array",
+                "items": _relink,
+                "description": "other items' links changed by this event (applied first)",
+            },
+            "cause": {"enum": ["tombstone", "repair"], "description": "of a relink event"},
             "before": {"type": "object"},
             "rationale": _str,
             "prev": {"type": "string", "description": "SHA-256 of the previous record"},
@@ -415,6 +439,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "epoch": _int,
             "replaces": {"type": ["integer", "null"]},
             "response": {"type": "object"},
+            "event": {
+                "type": ["object", "null"],
+                "description": "the decision-log record applied with the command "
+                "(an upsert's decision; a tombstone's relink, when links change)",
+            },
         },
     },
     "AuditEvent": {

@@ -673,7 +673,9 @@ class Service:
         idempotency_key: str | None = None,
     ) -> dict[str, Any]:
         t = self.tenant(principal, "tombstone", tenant_id)
-        out = t.tombstone(item_id, epoch=epoch, idempotency_key=idempotency_key)
+        out = t.tombstone(
+            item_id, epoch=epoch, idempotency_key=idempotency_key, actor=principal.key_id
+        )
         self._migrations[tenant_id].mirror_tombstone(item_id)
         return out
 

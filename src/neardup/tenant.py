@@ -517,6 +517,7 @@ class Tenant:
         self.seq = max(self.store.applied_seq, self.log.last_seq)
         self._next_pos = self.store.next_pos()
         self._build_index()
+        self._repair_links()
 
     def _recover_store(self, store_path: str, damage: CorruptFile) -> FeatureStore:
         """Rebuild a damaged store from the newest usable snapshot + the log after it."""
@@ -798,6 +799,7 @@ class Tenant:
         prep: Prepared | None = None,
         content: str | None = None,
         verifiable: bool = True,
+        relinks: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """The policy's outcome for these exactly scored candidates, with the evidence.
 
@@ -807,7 +809,7 @@ class Tenant:
         candidate's retained normalized text when the tenant keeps text).
         """
         with span("decide", candidates=len(cands)):
-            return self._decision(cands, info, prep, content, verifiable)
+            return self._decision(cands, info, prep, content, verifiable, relinks)
 
     def _decision(
         self,
@@ -816,6 +818,7 @@ class Tenant:
         prep: Prepared | None,
         content: str | None,
         verifiable: bool,
+        relinks: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         pol = self.policy
         best = cands[0] if cands else None
@@ -845,7 +848,7 @@ class Tenant:
         if best is not None and out.state in ("duplicate", "review") and verifiable:
             d["duplicate_of"] = best.item_id
             if out.state == "duplicate":
-                d["canonical"] = self._canonical(best.item_id)
+                d["canonical"] = self._canonical(best.item_id, relinks)
             if prep is not None and content is not None:
                 d["explanation"] = self._explain(prep, content, best, out.reason)
         return d
@@ -854,12 +857,110 @@ class Tenant:
         """Probability that a pair at ``threshold`` shares a band (this layout)."""
         return float(candidate_probability(threshold, self.bands, self.rows))
 
-    def _canonical(self, item_id: str) -> str:
+    def _canonical(
+        self, item_id: str, relinks: dict[str, dict[str, Any]] | None = None
+    ) -> str:
+        """The canonical item of ``item_id``'s cluster (``relinks``: changes about to be
+        applied in the same command take precedence over the stored links)."""
         # Links always point at a cluster's canonical item, so one hop suffices.
+        eff = relinks.get(item_id) if relinks else None
+        if eff is not None:
+            return str(eff["canonical"]) if eff["state"] == "duplicate" else item_id
         link = self.store.link(item_id)
         if link is not None and link[0] == "duplicate" and link[1] is not None:
             return link[1]
         return item_id
+
+    def _handoff(self, item_id: str) -> list[dict[str, Any]]:
+        """The re-links that hand ``item_id``'s cluster to a new canonical item, when
+        ``item_id``'s current version leaves it (tombstone or replace).
+
+        Rule: the new canonical is the **oldest live member** — the member whose
+        current version was stored first (lowest position, so no ties) — and every
+        other member becomes its duplicate.  Empty when ``item_id`` has no members.
+        """
+        members = [m for m in self.store.members(item_id) if m != item_id]
+        if not members:
+            return []
+        head = members[0]
+        out = [{"item_id": head, "state": "unique", "canonical": None}]
+        out += [{"item_id": m, "state": "duplicate", "canonical": head} for m in members[1:]]
+        return out
+
+    def _repair_links(self) -> dict[str, Any] | None:
+        """Bring links written before the link rules existed in line with them (at open).
+
+        Logs of earlier versions tombstoned or replaced canonical items without
+        handing their clusters over, so their replay can leave duplicates linked to
+        a tombstoned item, to themselves, or to another duplicate.  Replay applies
+        such a log exactly as recorded; then, if any link breaks the rules, one
+        ``relink`` event (``cause: "repair"``) is appended that applies the same rule
+        as a tombstone: each cluster keeps its live root, or else is handed to its
+        oldest live member.  The repair is itself in the log, so every later replay,
+        snapshot and restore reproduces it; a log with no broken link is left as is.
+        """
+        if not self.store.broken_links(1):
+            return None
+        links = self.store.link_state()
+        names = set(links) | {c for _, c in links.values() if c is not None}
+        pos: dict[str, int] = {}
+        for name in sorted(names):
+            cur = self.store.current(name)
+            if cur is not None and cur.live:
+                pos[name] = cur.pos
+        want = {i: v for i, v in links.items() if i in pos}
+        parent = {i: c for i, (st, c) in want.items() if st == "duplicate"}
+        # Each duplicate belongs to the component of its chain of links: a root (an
+        # item without a duplicate link, live or not) or a cycle (self-links too).
+        comp: dict[str, tuple[str, str]] = {}
+        for start in sorted(parent):
+            path: list[str] = []
+            node: str | None = start
+            while node is not None and node in parent and node not in comp and node not in path:
+                path.append(node)
+                node = parent[node]
+            if node is None:  # a duplicate link without a canonical item
+                key = ("dead", path[-1])
+            elif node in comp:
+                key = comp[node]
+            elif node in path:
+                key = ("cycle", min(path[path.index(node) :]))
+            else:
+                key = ("root", node)
+            for p in path:
+                comp[p] = key
+        groups: dict[tuple[str, str], list[str]] = {}
+        for item, key in comp.items():
+            groups.setdefault(key, []).append(item)
+        for (kind, root), members in sorted(groups.items()):
+            if kind == "root" and root in pos:
+                head = root
+            else:
+                head = min(members, key=lambda m: pos[m])
+                want.pop(head, None)
+            for m in members:
+                if m != head:
+                    want[m] = ("duplicate", head)
+        relinks = [
+            {
+                "item_id": i,
+                "state": want[i][0] if i in want else ("unique" if i in pos else "tombstoned"),
+                "canonical": want[i][1] if i in want else None,
+            }
+            for i in sorted(set(links) | set(want))
+            if links.get(i) != want.get(i)
+        ]
+        if not relinks:  # pragma: no cover - broken_links found something to change
+            return None
+        event = self._record(
+            "relink",
+            None,
+            None,
+            cause="repair",
+            reason="links recorded before clusters were handed over on tombstone / replace",
+            relinks=relinks,
+        )
+        return event
 
     def _hash_strings(self, strings: list[str]) -> ShingleSets:
         """The keyed shingle hashes of each string (the strings are normalized shingles)."""
@@ -1148,6 +1249,22 @@ class Tenant:
                         "of", of, "must name another live stored item", "send the original's id"
                     )
                 canonical = self._canonical(of)
+                if canonical == item_id:
+                    raise Conflict(
+                        f"item {item_id!r} is the canonical item of {of!r}'s cluster; it "
+                        "cannot be a duplicate of its own cluster",
+                        "release it as unique (it stays the cluster's canonical item)",
+                    )
+            # A quarantined item may be the canonical of a cluster: released as a
+            # duplicate, its members follow it into the other cluster (one hop).
+            relinks = (
+                [
+                    {"item_id": m, "state": "duplicate", "canonical": canonical}
+                    for m in self.store.members(item_id)
+                ]
+                if canonical is not None
+                else []
+            )
             event = self._record(
                 "release",
                 item_id,
@@ -1155,6 +1272,7 @@ class Tenant:
                 rationale=str(rationale)[:2000],
                 before={"state": link[0], "canonical": link[1]},
                 effect={"item_id": item_id, "state": as_state, "canonical": canonical},
+                **({"relinks": relinks} if relinks else {}),
             )
         return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
 
@@ -1665,7 +1783,17 @@ class Tenant:
         cands, info = self.find(prep, limit=self.policy.max_candidates, exclude=replaces)
         self.maybe_audit(prep, cands, itself=item_id)
         seq, pos = self.seq + 1, self._next_pos
-        decision = self.decision(cands, info, prep=prep, content=content)
+        # A replaced version leaves its cluster like a tombstoned one: a canonical
+        # item's cluster is handed to its oldest live member before the new version
+        # is decided (so it can never be linked to itself).
+        relinks = self._handoff(item_id) if replaces is not None else []
+        decision = self.decision(
+            cands,
+            info,
+            prep=prep,
+            content=content,
+            relinks={r["item_id"]: r for r in relinks},
+        )
         event = self._event(
             seq,
             "decision",
@@ -1683,6 +1811,7 @@ class Tenant:
                 "state": decision["state"],
                 "canonical": decision.get("canonical"),
             },
+            **({"relinks": relinks} if relinks else {}),
         )
         response = {
             **self._envelope(),
@@ -1720,22 +1849,35 @@ class Tenant:
         return response
 
     def tombstone(
-        self, item_id: str, *, epoch: int | None = None, idempotency_key: str | None = None
+        self,
+        item_id: str,
+        *,
+        epoch: int | None = None,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
     ) -> dict[str, Any]:
         """Logically delete ``item_id``: never returned again; purged at compaction.
 
         ``epoch`` is the version the caller saw; a tombstone older than the stored
         version (the item was rewritten since) is refused with :class:`Conflict`.
+        The item leaves its cluster; when it was the cluster's canonical item, the
+        cluster is handed to its oldest live member (see :meth:`_handoff`), recorded
+        in the same command as a ``relink`` event.
         """
         body = {"op": "tombstone", "item_id": item_id, "epoch": epoch}
         with self._lock:
-            response = self._tombstone_locked(item_id, epoch, idempotency_key, body)
+            response = self._tombstone_locked(item_id, epoch, idempotency_key, body, actor)
             sync_to = self.seq
         self.log.sync(sync_to)
         return response
 
     def _tombstone_locked(
-        self, item_id: str, epoch: int | None, idempotency_key: str | None, body: dict[str, Any]
+        self,
+        item_id: str,
+        epoch: int | None,
+        idempotency_key: str | None,
+        body: dict[str, Any],
+        actor: str | None = None,
     ) -> dict[str, Any]:
         stored = self._idempotent(idempotency_key, body)
         if stored is not None:
@@ -1751,13 +1893,29 @@ class Tenant:
                 f"re-read the item and send epoch >= {cur.version}",
             )
         seq = self.seq + 1
+        relinks = self._handoff(item_id)
+        own = self.store.link(item_id)
+        if own is not None:
+            relinks.insert(0, {"item_id": item_id, "state": "tombstoned", "canonical": None})
         response = {
             **self._envelope(),
             "item_id": item_id,
             "seq": seq,
             "tombstoned": True,
             "epoch": epoch if epoch is not None else seq,
+            "relinks": relinks,
         }
+        event = None
+        if relinks:
+            event = self._event(
+                seq,
+                "relink",
+                item_id,
+                actor,
+                cause="tombstone",
+                before={"state": own[0] if own else "unique", "canonical": own[1] if own else None},
+                relinks=relinks,
+            )
         header = {
             "op": "tombstone",
             "item_id": item_id,
@@ -1765,6 +1923,7 @@ class Tenant:
             "epoch": response["epoch"],
             "response": response,
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
+            "event": event,
         }
         cmd = Command(seq, header)
         self.log.write([cmd])
@@ -1838,7 +1997,11 @@ class Tenant:
                 self._screen_add(int(h["content_hash"]))
             self._next_pos = max(self._next_pos, pos + 1) if hasattr(self, "_next_pos") else pos + 1
         elif op == "tombstone":
-            self.store.apply_tombstone(cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem)
+            self.store.apply_tombstone(
+                cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem, event=h.get("event")
+            )
+            if h.get("event") is not None:
+                self._applied_event(h["event"])
             if index and self.index.tombstone(int(h["pos"])):
                 self._live -= 1
         elif op == "event":
