@@ -93,6 +93,12 @@ _decision = {
     },
 }
 
+_warnings = {
+    "type": "array",
+    "items": _str,
+    "description": "the guard's warnings: predicted recall at the threshold below the target",
+}
+
 _relink = {
     "type": "object",
     "required": ["item_id", "state", "canonical"],
@@ -263,6 +269,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "fingerprint": _str,
             "predicted_recall_at_threshold": _num,
             "event_hash": _str,
+            "warnings": _warnings,
         },
     },
     "DecisionEvent": {
@@ -291,6 +298,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                 "description": "other items' links changed by this event (applied first)",
             },
             "cause": {"enum": ["tombstone", "repair"], "description": "of a relink event"},
+            "inherited": {
+                "type": "boolean",
+                "description": "of a policy event: a version recorded by another index of "
+                "the tenant (its live version, or before a restore), continued here",
+            },
+            "source": {
+                "enum": ["shadow start", "promote", "restore"],
+                "description": "of a policy event not written by PUT .../policy",
+            },
             "before": {"type": "object"},
             "rationale": _str,
             "prev": {"type": "string", "description": "SHA-256 of the previous record"},
@@ -375,6 +391,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "rebuilt_items": _int,
             "event_hash": _str,
+            "warnings": _warnings,
         },
     },
     "EventResponse": {

@@ -44,7 +44,7 @@ import shutil
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -71,6 +71,7 @@ from .config import Config, ShingleSpec
 from .decisions import (
     GENESIS,
     Policy,
+    PolicyGuard,
     band_estimate,
     chain_hash,
     colliding_bands,
@@ -89,6 +90,10 @@ from .screen import BloomFilter
 from .store import FeatureStore, StoredItem
 
 __all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
+
+#: A service's guard for a policy that is to be live under a configuration's layout
+#: (``Service._recall_guard``): raises to refuse, returns warnings.
+Guard = Callable[["TenantConfig", Policy], list[str]]
 
 _TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 SNAPSHOT_FORMAT = 1
@@ -166,6 +171,14 @@ class TenantConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def initial_policy(self) -> Policy:
+        """The policy a tenant of this configuration starts with."""
+        return Policy(
+            version=self.policy_version,
+            threshold=self.threshold,
+            max_candidates=self.max_candidates,
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TenantConfig:
@@ -1470,59 +1483,50 @@ class Tenant:
         doc: dict[str, Any],
         *,
         actor: str | None,
-        threshold_range: tuple[float, float] = (0.5, 0.99),
-        min_recall: float = 0.9,
+        guard: PolicyGuard | None = None,
     ) -> dict[str, Any]:
-        """Install the next policy version (bounded; never lowers recall below ``min_recall``).
+        """Install the next policy version, if ``guard`` allows it under this layout.
 
         Refused with the estimate in the message: a version that is not the next
-        one, a threshold outside ``threshold_range``, a threshold whose predicted
-        candidate recall under this tenant's layout is below ``min_recall`` (that
-        needs a new layout: a shadow index), or more candidates per query than
-        the tenant's ``max_candidates`` budget.
+        one, a threshold outside the guard's safe range, a review band that starts
+        where this tenant's layout finds a pair with probability below the guard's
+        minimum (that needs a new layout: a shadow index), or more candidates per
+        query than the tenant's ``max_candidates`` budget (see
+        :class:`~neardup.decisions.PolicyGuard`; its defaults without one).
         """
-        pol = Policy.from_dict({**doc, "version": doc.get("version", self.policy.version + 1)})
-        if pol.version != self.policy.version + 1:
-            raise Conflict(
-                f"policy version {pol.version} is not the next one (current {self.policy.version})",
-                f"send version {self.policy.version + 1}; used versions are immutable",
+        guard = guard if guard is not None else PolicyGuard()
+        with self._lock:
+            pol = Policy.from_dict(
+                {**doc, "version": doc.get("version", self.policy.version + 1)}
             )
-        lo, hi = threshold_range
-        if not lo <= pol.threshold <= hi:
-            raise InvalidConfig(
-                "threshold",
-                pol.threshold,
-                f"is outside the safe range [{lo}, {hi}]",
-                "ask for a threshold inside the range",
+            if pol.version != self.policy.version + 1:
+                raise Conflict(
+                    f"policy version {pol.version} is not the next one "
+                    f"(current {self.policy.version})",
+                    f"send version {self.policy.version + 1}; used versions are immutable",
+                )
+            warnings = guard.check(
+                pol, bands=self.bands, rows=self.rows, num_perm=self.config.num_perm
             )
-        rec = self.predicted_recall_at(pol.review_low)
-        if rec < min_recall:
-            raise InvalidConfig(
-                "threshold",
-                pol.threshold,
-                f"would lower candidate recall: at {pol.review_low:.4f} this layout "
-                f"({self.bands} bands x {self.rows} rows) finds a pair with probability "
-                f"{rec:.4f} < {min_recall}",
-                "keep the threshold, or build a shadow index with a layout for it and promote it",
+            if pol.max_candidates > self.config.max_candidates:
+                per_item = 8 * max(1, self.config.max_shingles // 10)
+                raise InvalidConfig(
+                    "max_candidates",
+                    pol.max_candidates,
+                    f"exceeds the tenant's budget of {self.config.max_candidates} "
+                    f"(about {pol.max_candidates * per_item} bytes of features read per query)",
+                    f"use at most {self.config.max_candidates}",
+                )
+            event = self._record(
+                "policy", None, actor, policy=pol.to_dict(), fingerprint=pol.fingerprint
             )
-        if pol.max_candidates > self.config.max_candidates:
-            per_item = 8 * max(1, self.config.max_shingles // 10)
-            raise InvalidConfig(
-                "max_candidates",
-                pol.max_candidates,
-                f"exceeds the tenant's budget of {self.config.max_candidates} "
-                f"(about {pol.max_candidates * per_item} bytes of features read per query)",
-                f"use at most {self.config.max_candidates}",
-            )
-        event = self._record(
-            "policy", None, actor, policy=pol.to_dict(), fingerprint=pol.fingerprint
-        )
         return {
             **self._envelope(),
             "policy": pol.to_dict(),
             "fingerprint": pol.fingerprint,
             "predicted_recall_at_threshold": self.predicted_recall_at(pol.threshold),
             "event_hash": chain_hash(event),
+            "warnings": warnings,
         }
 
     def policies(self) -> dict[str, Any]:
@@ -1530,15 +1534,106 @@ class Tenant:
             **self._envelope(),
             "current": self.policy.to_dict(),
             "fingerprint": self.policy.fingerprint,
-            "history": [self._initial_policy().to_dict(), *self.store.policies()],
+            "history": self.policy_history(),
         }
 
+    def policy_history(self, *, placeholder: bool = False) -> list[dict[str, Any]]:
+        """Every policy version of this tenant, oldest first (append-only).
+
+        Version 1 (or ``policy_version``) comes from the configuration unless a
+        recorded version replaces it: a shadow index adopts the live tenant's history
+        (see :meth:`adopt_policy`).  ``placeholder``: leave the configuration's policy
+        out (a shadow's, which was never live).
+        """
+        return self._history(self.store, placeholder=placeholder)
+
+    def _history(self, store: FeatureStore, *, placeholder: bool = False) -> list[dict[str, Any]]:
+        rows = store.policies()
+        init = self._initial_policy().to_dict()
+        if placeholder or any(r["version"] == init["version"] for r in rows):
+            return rows
+        return sorted([init, *rows], key=lambda d: int(d["version"]))
+
+    @staticmethod
+    def _missing_policies(
+        own: list[dict[str, Any]], history: list[dict[str, Any]], what: str
+    ) -> list[dict[str, Any]]:
+        """The versions of ``history`` that ``own`` lacks; a version both hold with
+        different contents is a :class:`Conflict` (versions are never reused)."""
+        mine = {int(d["version"]): d for d in own}
+        missing = []
+        for doc in sorted(history, key=lambda d: int(d["version"])):
+            have = mine.get(int(doc["version"]))
+            if have is None:
+                missing.append(doc)
+            elif have != doc:
+                raise Conflict(
+                    f"policy version {doc['version']} means different policies in {what}",
+                    "restore / promote only versions of this tenant's own history",
+                )
+        return missing
+
+    def adopt_policy(
+        self,
+        history: list[dict[str, Any]],
+        desired: Policy,
+        *,
+        actor: str | None,
+        source: str,
+        placeholder: bool = False,
+        fresh: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Continue ``history`` (another index's policy versions of this tenant) and make
+        ``desired`` (its version ignored) the current policy, without reusing a version.
+
+        Versions of ``history`` this index lacks are recorded (``inherited``); then
+        ``desired`` is installed as the next version after all of them, unless the
+        current policy already is ``desired`` under a version newer than every one of
+        ``history`` (``fresh``: a promotion brings a version that was never live) or
+        at least as new (a restore of a snapshot that holds the whole history).
+        Used by a shadow's start and promotion (``source``), the promotion of a
+        previous version back, and restores.  Returns the recorded policy events.
+        """
+        events = []
+        with self._lock:
+            own = self.policy_history(placeholder=placeholder)
+            missing = self._missing_policies(own, history, f"tenant {self.tenant!r} ({source})")
+            for doc in missing:
+                pol = Policy.from_dict(doc)
+                events.append(
+                    self._record(
+                        "policy",
+                        None,
+                        actor,
+                        policy=pol.to_dict(),
+                        fingerprint=pol.fingerprint,
+                        inherited=True,
+                        source=source,
+                    )
+                )
+            versions = [int(d["version"]) for d in [*own, *history]]
+            top = max([*versions, self.policy.version])
+            want = {**desired.to_dict(), "version": self.policy.version}
+            newest = max(int(d["version"]) for d in history)
+            newer = self.policy.version > newest or (
+                not fresh and self.policy.version == newest
+            )
+            if not (newer and self.policy.to_dict() == want):
+                pol = Policy.from_dict({**desired.to_dict(), "version": top + 1})
+                events.append(
+                    self._record(
+                        "policy",
+                        None,
+                        actor,
+                        policy=pol.to_dict(),
+                        fingerprint=pol.fingerprint,
+                        source=source,
+                    )
+                )
+        return events
+
     def _initial_policy(self) -> Policy:
-        return Policy(
-            version=self.config.policy_version,
-            threshold=self.config.threshold,
-            max_candidates=self.config.max_candidates,
-        )
+        return self.config.initial_policy()
 
     # -- degraded mode -----------------------------------------------------------
     def features_available(self) -> bool:
@@ -2159,17 +2254,25 @@ class Tenant:
         )
         return manifest, db
 
-    def restore(self, blob: bytes) -> dict[str, Any]:
+    def restore(
+        self, blob: bytes, *, guard: Guard | None = None, actor: str | None = None
+    ) -> dict[str, Any]:
         """Replace this tenant's state by a snapshot, after verifying all of it.
 
         Refuses (before touching live state) a damaged or tampered snapshot
         (:class:`CorruptFile`), another tenant's (:class:`Conflict`) or another
-        scheme's (:class:`SchemeMismatch`).  The switch is atomic: a new
-        generation of store and log is written aside, then ``CURRENT`` is replaced.
+        scheme's (:class:`SchemeMismatch`), a snapshot whose policy ``guard`` refuses,
+        and one whose policy history gives a version another meaning than this
+        tenant's (:class:`Conflict`).  The switch is atomic: a new generation of store
+        and log is written aside, then ``CURRENT`` is replaced.  Policy versions are
+        never reused: when this tenant had versions the snapshot lacks (a snapshot
+        older than a policy change), they are kept in the history and the snapshot's
+        policy is installed as the next version.
         """
         manifest, db = self._verify_snapshot(blob)
         seq = int(manifest["last_seq"])
         with self._lock:
+            history = self.policy_history()
             gen = self.generation + 1
             new_store = self._path(f"features-{gen}.sqlite")
             for p in (new_store, new_store + "-wal", new_store + "-shm"):
@@ -2180,6 +2283,11 @@ class Tenant:
             try:
                 if not check.integrity_ok() or check.applied_seq != seq:
                     raise CorruptFile(new_store, "restored store fails its integrity check")
+                theirs = self._history(check)
+                restored = Policy.from_dict(max(theirs, key=lambda d: int(d["version"])))
+                if guard is not None:
+                    guard(self.config, restored)
+                self._missing_policies(theirs, history, "the snapshot and this tenant")
                 check.checkpoint()
             finally:
                 check.close()
@@ -2191,6 +2299,7 @@ class Tenant:
             self.store.close()
             atomic_write(self._path("CURRENT"), json.dumps({"generation": gen}).encode())
             self._open()
+            self.adopt_policy(history, restored, actor=actor, source="restore", fresh=False)
             for name in (
                 f"features-{old}.sqlite",
                 f"features-{old}.sqlite-wal",
