@@ -136,3 +136,53 @@ def test_data_directory_of_the_previous_version_opens_with_its_links_repaired(
         with producer(srv, op, "t1") as p:
             d = _post(p, "X6", A + " once more")
             assert (d["state"], d["canonical"]) == ("duplicate", "X2")
+
+
+def test_exact_hash_only_mode_follows_one_rule(tmp_path: Path) -> None:
+    """Defect 10: with the feature store gone, items and links are neither changed nor
+    exactly scored (503 degraded, tombstones included), and the candidates preview
+    decides exactly as decide does (review, never duplicate, no ids or scores)."""
+    import os
+
+    data = tmp_path / "d"
+    with Server(data) as srv, srv.client(srv.operator_token) as op:
+        op.put("/v1/tenants/t1", json=BASE).raise_for_status()
+        rev = srv.client(_key(op, "reviewer"))
+        with producer(srv, op, "t1") as p, rev:
+            _post(p, "X1", A)
+            assert _post(p, "X2", B)["state"] == "duplicate"
+            before = _state(op)
+            store = data / "tenants" / "t1" / "features-0.sqlite"
+            for suffix in ("", "-wal", "-shm"):
+                if Path(str(store) + suffix).exists():
+                    os.unlink(str(store) + suffix)
+            for text in (A, B):
+                pre = p.post("/v1/tenants/t1/candidates", json={"content": text}).json()
+                dec = p.post("/v1/tenants/t1/decide", json={"content": text}).json()
+                assert pre["decision"]["state"] == dec["decision"]["state"] == "review"
+                assert pre["decision"]["reason"] == dec["decision"]["reason"]
+                assert pre["candidates"] == dec["evidence"] == []
+                assert pre["candidates_found"] == dec["candidates_found"] >= 1
+            fresh = p.post("/v1/tenants/t1/candidates", json={"content": "zz yy xx ww"}).json()
+            assert fresh["decision"]["state"] == "unique"
+            refused = [
+                p.post("/v1/tenants/t1/items", json={"item_id": "X3", "content": A + " x"}),
+                p.delete("/v1/tenants/t1/items/X1"),
+                p.post("/v1/tenants/t1/verify", json={"left": "X1", "right": "X2"}),
+                rev.post("/v1/tenants/t1/items/X2/unlink", json={"rationale": "r"}),
+                rev.post("/v1/tenants/t1/items/X2/release", json={}),
+                rev.post(
+                    "/v1/tenants/t1/labels",
+                    json={"left": "X1", "right": "X2", "label": "duplicate"},
+                ),
+            ]
+            for r in refused:
+                assert r.status_code == 503 and r.json()["error"] == "degraded", r.text
+            # Reads of recorded state still answer.
+            assert _links(p)["X2"] == ("duplicate", "X1")
+    # A restart rebuilds the store from the log: same items and links, writes work.
+    with Server(data) as srv, srv.client(srv.operator_token) as op:
+        assert _links(op) == before[1]
+        with producer(srv, op, "t1") as p:
+            r = p.delete("/v1/tenants/t1/items/X1")
+            assert r.status_code == 200 and r.json()["relinks"][0]["item_id"] == "X2"

@@ -1082,6 +1082,15 @@ class Tenant:
         """Exactly scored candidates without storing anything; the ``decision`` in the
         answer is a preview under the current policy and is not recorded."""
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
+        if not self.features_available():
+            # The same path as decide: unverified band candidates, never a score or id.
+            cands, info = self.find_unverified(prep)
+            return {
+                **self._envelope(),
+                "candidates": [],
+                **info,
+                "decision": self.decision(cands, info, verifiable=False),
+            }
         cands, info = self.find(prep, limit=limit)
         self.maybe_audit(prep, cands)
         if cands:
@@ -1217,6 +1226,7 @@ class Tenant:
 
     def unlink(self, item_id: str, *, actor: str | None, rationale: str = "") -> dict[str, Any]:
         """Reverse a ``duplicate`` link: the item becomes unique again (an event too)."""
+        self._require_features("unlinked")
         with self._lock:
             link = self.store.link(item_id)
             if link is None or link[0] != "duplicate":
@@ -1247,6 +1257,7 @@ class Tenant:
         """Resolve a quarantined (``review``) item as ``unique`` or as a ``duplicate`` of ``of``."""
         if as_state not in ("unique", "duplicate"):
             raise InvalidConfig("as", as_state, "unknown outcome", "use unique or duplicate")
+        self._require_features("released")
         with self._lock:
             link = self.store.link(item_id)
             if link is None or link[0] != "review":
@@ -1644,6 +1655,23 @@ class Tenant:
             return False
         return (st.st_dev, st.st_ino) == self._store_identity
 
+    def _require_features(self, what: str) -> None:
+        """Refuse (503 ``degraded``) what needs the feature store in exact-hash-only mode.
+
+        The rule: items and links are neither changed (upsert, tombstone, unlink,
+        release) nor exactly scored (verify, labels) while the store is unavailable;
+        decisions and previews answer from the band index alone (``review`` at any
+        candidate, never ``duplicate``), and policy changes are still recorded.
+        """
+        if not self.features_available():
+            raise Degraded(
+                f"tenant {self.tenant!r} is in exact-hash-only mode: its feature store is "
+                f"unavailable, so nothing can be {what} (items and links are neither "
+                "changed nor exactly scored until it is back)",
+                "retry later; an operator restores the feature store (restart recovers it "
+                "from the latest snapshot and the command log)",
+            )
+
     @property
     def mode(self) -> str:
         return "normal" if self.features_available() else "exact-hash-only"
@@ -1670,6 +1698,7 @@ class Tenant:
 
     def verify(self, left: str, right: str) -> dict[str, Any]:
         """Exact Jaccard of two stored, live items under the tenant's policy."""
+        self._require_features("exactly scored")
         items = []
         for item_id in (left, right):
             cur = self.store.current(item_id)
@@ -1774,13 +1803,7 @@ class Tenant:
             raise InvalidConfig("item_id", item_id, "must be a 1-256 character string", "send one")
         body = body if body is not None else {"item_id": item_id, "content": content}
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
-        if not self.features_available():
-            raise Degraded(
-                f"tenant {self.tenant!r} is in exact-hash-only mode: its feature store is "
-                "unavailable, so nothing can be stored or exactly verified",
-                "retry later; an operator restores the feature store (restart recovers it "
-                "from the latest snapshot and the command log)",
-            )
+        self._require_features("stored")
         args = (item_id, prep, body, idempotency_key, replace, media_type, source_time)
         kw: dict[str, Any] = {"content": content, "actor": actor}
         if self._batch_writes:
@@ -1960,6 +1983,7 @@ class Tenant:
         in the same command as a ``relink`` event.
         """
         body = {"op": "tombstone", "item_id": item_id, "epoch": epoch}
+        self._require_features("tombstoned")
         with self._lock:
             response = self._tombstone_locked(item_id, epoch, idempotency_key, body, actor)
             sync_to = self.seq
