@@ -142,6 +142,11 @@ class FeatureStore:
         row = self._db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def note(self, key: str, value: str) -> None:
+        """Record a fact about the derived state (outside any command; e.g. a check
+        that need not run again while this file lives)."""
+        self._set_meta(key, value)
+
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (key, value))
 

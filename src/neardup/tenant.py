@@ -912,7 +912,12 @@ class Tenant:
         oldest live member.  The repair is itself in the log, so every later replay,
         snapshot and restore reproduces it; a log with no broken link is left as is.
         """
+        # The check reads every link once per store file (a rebuilt or restored
+        # store is checked again); commands of this version keep the rules.
+        if self.store.meta("links_checked") == "1":
+            return None
         if not self.store.broken_links(1):
+            self.store.note("links_checked", "1")
             return None
         links = self.store.link_state()
         names = set(links) | {c for _, c in links.values() if c is not None}
@@ -973,6 +978,7 @@ class Tenant:
             reason="links recorded before clusters were handed over on tombstone / replace",
             relinks=relinks,
         )
+        self.store.note("links_checked", "1")
         return event
 
     def _hash_strings(self, strings: list[str]) -> ShingleSets:
