@@ -355,10 +355,12 @@ def test_shadow_index_disagreement_promote_and_rollback(tmp_path: Path) -> None:
                 for _, t in items[:8]
             ]
             items_before = op.get("/v1/tenants/t1").json()["items"]
-            s = op.put(
-                "/v1/tenants/t1/shadow",
-                json={**cfg, "shingle": "word:3", "scheme_version": 2, "bands": 4, "rows": 8},
-            )
+            # 4 x 8 finds a pair at 0.75 with P = 0.34: refused before anything is built.
+            weak = {**cfg, "shingle": "word:3", "scheme_version": 2, "bands": 4, "rows": 8}
+            s = op.put("/v1/tenants/t1/shadow", json=weak)
+            assert s.status_code == 400 and "0.3442" in s.json()["message"], s.text
+            assert op.get("/v1/tenants/t1/shadow").json()["role"] is None
+            s = op.put("/v1/tenants/t1/shadow", json={**weak, "bands": 16, "rows": 2})
             assert s.status_code == 200, s.text
             shadow_dir = data / "tenants" / "t1" / s.json()["other"]["dir"]
             assert shadow_dir.exists()

@@ -45,8 +45,9 @@ from typing import Any, Literal
 
 from ._errors import CorruptFile, InvalidConfig
 from ._fingerprint import canonical_json, fingerprint
+from .lsh import candidate_probability, default_layout
 
-__all__ = ["Outcome", "Policy", "chain_hash", "outcome", "verify_chain"]
+__all__ = ["Outcome", "Policy", "PolicyGuard", "chain_hash", "outcome", "verify_chain"]
 
 State = Literal["unique", "duplicate", "review", "rejected"]
 GENESIS = "0" * 64
@@ -128,6 +129,79 @@ class Policy:
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.to_dict())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyGuard:
+    """The one rule for every change of a live threshold or layout.
+
+    Applied to a new tenant, ``PUT /policy``, a shadow index's start and again at its
+    promotion, the promotion of a previous version back, and a restore.  A policy
+    under a layout (``bands`` x ``rows``) is refused when its threshold is outside
+    ``threshold_range``, or when the layout finds a pair at the start of the review
+    band with probability (``1 - (1 - s**rows)**bands``) below ``min_recall``; below
+    ``recall_target`` at the threshold it passes with a warning naming a layout
+    that reaches the target.
+
+    Example:
+        >>> g = PolicyGuard()
+        >>> g.check(Policy(threshold=0.8), bands=21, rows=6, num_perm=128)
+        []
+        >>> try:
+        ...     g.check(Policy(threshold=0.2), bands=16, rows=8, num_perm=128)
+        ... except InvalidConfig as exc:
+        ...     print(exc.reason)
+        is outside the safe range [0.5, 0.99]
+    """
+
+    threshold_range: tuple[float, float] = (0.5, 0.99)
+    min_recall: float = 0.9
+    recall_target: float = 0.995
+
+    def check(self, policy: Policy, *, bands: int, rows: int, num_perm: int) -> list[str]:
+        """Raise :class:`~neardup.InvalidConfig` if ``policy`` may not be live under this
+        layout; otherwise return the warnings (empty at or above the target)."""
+        lo, hi = self.threshold_range
+        t = policy.threshold
+        if not lo <= t <= hi:
+            raise InvalidConfig(
+                "threshold",
+                t,
+                f"is outside the safe range [{lo}, {hi}]",
+                "ask for a threshold inside the range",
+            )
+        layout = f"bands={bands}, rows={rows}"
+        at = policy.review_low
+        rec = candidate_probability(at, bands, rows)
+        if rec < self.min_recall:
+            where = "the threshold" if at == t else "the start of the review band"
+            raise InvalidConfig(
+                "threshold",
+                t,
+                f"would lower candidate recall: at {at:.4f} ({where}) this layout ({layout}) "
+                f"finds a pair with probability {rec:.4f}, below the service minimum "
+                f"{self.min_recall}",
+                self._better(at, num_perm)
+                + "; for a new tenant leave bands and rows unset, for a live one build a "
+                "shadow index with it and promote it, or keep the threshold",
+            )
+        rec_t = candidate_probability(t, bands, rows)
+        if rec_t >= self.recall_target:
+            return []
+        return [
+            f"predicted recall at threshold {t} with {layout} is {rec_t:.4f}, below the "
+            f"recall target {self.recall_target}: about {1 - rec_t:.1%} of the pairs at the "
+            f"threshold will not be found; {self._better(t, num_perm)}, or leave bands and "
+            "rows unset to get that layout"
+        ]
+
+    def _better(self, s: float, num_perm: int) -> str:
+        target = self.recall_target
+        b, r = default_layout(s, num_perm, recall=target)
+        rec = candidate_probability(s, b, r)
+        if rec >= target:
+            return f"use bands={b}, rows={r} (predicted recall {rec:.4f} at {s:.4f})"
+        return f"use more permutations (num_perm={num_perm} cannot reach {target} at {s:.4f})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,12 +21,23 @@ indexes.  An operator then
 * **retires** the previous version once satisfied (files removed).
 
 The live tenant's write lock is held while the shadow is rebuilt, so the copy is
-exact; reads go on.  Rotating a key or seed without a new scheme version is refused
+exact; reads go on.
+
+**Policies.**  A shadow changes the live threshold (its configuration's) and layout,
+so the service's guard (:class:`~neardup.decisions.PolicyGuard`, as for ``PUT
+/policy``) is applied when it starts — nothing is built if it refuses — and again
+when it is promoted.  The shadow adopts the live policy history at its start and
+decides under the policy it will have once promoted: the live policy with the
+shadow's threshold, as the next version.  Versions are never reused: policy
+changes wait while a shadow exists (``PUT /policy`` answers 409), and promoting a
+previous version back records the versions it missed and installs its policy as
+the next one.  Rotating a key or seed without a new scheme version is refused
 at start-up (fingerprint mismatch), never mixed: a new key *is* a new scheme.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -36,9 +47,9 @@ from typing import Any, Literal
 
 from ._crypto import MasterSecret
 from ._errors import Conflict, InvalidConfig, NeardupError
-from .decisions import chain_hash
+from .decisions import Policy, chain_hash
 from .persist import atomic_write
-from .tenant import Tenant, TenantConfig
+from .tenant import Guard, Tenant, TenantConfig
 
 __all__ = ["POINTER", "Migration", "load_tenant", "read_pointer"]
 
@@ -133,9 +144,34 @@ class Migration:
         self.other, self.role, self.other_rel, self.live_rel = other, role, other_rel, live_rel
 
     # -- building ----------------------------------------------------------------
-    def start(self, config: TenantConfig, *, actor: str | None) -> dict[str, Any]:
-        """Build a shadow with ``config`` from the live tenant's canonical features."""
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while a shadow starts or a version is promoted or dropped."""
+        return self._lock
+
+    @staticmethod
+    def proposed_policy(live: Tenant, config: TenantConfig) -> Policy:
+        """The policy a shadow with ``config`` would bring live: the live policy with
+        the shadow's threshold and candidate budget, as the next version."""
+        doc = live.policy.to_dict()
+        doc.update(
+            version=live.policy.version + 1,
+            threshold=config.threshold,
+            max_candidates=min(live.policy.max_candidates, config.max_candidates),
+        )
+        return Policy.from_dict(doc)
+
+    def start(
+        self, config: TenantConfig, *, actor: str | None, guard: Guard | None = None
+    ) -> dict[str, Any]:
+        """Build a shadow with ``config`` from the live tenant's canonical features.
+
+        ``guard`` (the service's) is applied to :meth:`proposed_policy` under the
+        shadow's layout first; nothing is built if it refuses.
+        """
         live = self.live
+        # A shadow's own configured policy is never live: it adopts the live history.
+        config = dataclasses.replace(config, policy_version=live.config.policy_version)
         with self._lock:
             if self.other is not None:
                 raise Conflict(
@@ -157,6 +193,8 @@ class Migration:
                     f"and tenant {live.tenant!r} retains hashed shingles only",
                     "change only num_perm / bands / rows, or re-ingest into a new tenant",
                 )
+            proposed = self.proposed_policy(live, config)
+            warnings = guard(config, proposed) if guard is not None else []
             rel = f"shadow-{config.fingerprint[:12]}"
             path = os.path.join(self.root, rel)
             if os.path.exists(path):
@@ -164,6 +202,13 @@ class Migration:
             shadow = Tenant.create(path, live.tenant, config, self.master, **self._kw)
             n = 0
             with live._lock:  # writes wait: the copy must be exact
+                shadow.adopt_policy(
+                    live.policy_history(),
+                    proposed,
+                    actor=actor,
+                    source="shadow start",
+                    placeholder=True,
+                )
                 for item, feats, text in live.live_items():
                     if same_shingles:
                         prep = shadow.prepare_from_features(feats, item.content_hash)
@@ -185,8 +230,10 @@ class Migration:
                 self.counts = _Counts()
                 self.attach(shadow, "shadow", rel, self.live_rel)
                 _write_pointer(self.root, self.live_rel, rel, "shadow")
-            event = self._record("start", actor, items=n, shadow=config.to_dict())
-        return {**self.status(), "rebuilt_items": n, "event_hash": event}
+            event = self._record(
+                "start", actor, items=n, shadow=config.to_dict(), policy=shadow.policy.to_dict()
+            )
+        return {**self.status(), "rebuilt_items": n, "event_hash": event, "warnings": warnings}
 
     # -- mirroring and comparison ------------------------------------------------
     def mirror_upsert(
@@ -257,8 +304,17 @@ class Migration:
         }
 
     # -- switching ---------------------------------------------------------------
-    def promote(self, *, actor: str | None) -> Tenant:
-        """Make the companion live (atomically); the old live becomes ``previous``."""
+    def promote(
+        self, *, actor: str | None, guard: Guard | None = None
+    ) -> tuple[Tenant, list[str]]:
+        """Make the companion live (atomically); the old live becomes ``previous``.
+
+        ``guard`` is applied again to the companion's policy under its layout (the
+        service's rules may have changed since the shadow started); a refusal
+        changes nothing.  The companion then continues the live policy history (the
+        versions it missed) and its policy becomes live as the next version.
+        Returns the new live tenant and the guard's warnings.
+        """
         with self._lock:
             other = self.other
             if other is None or self.other_rel is None:
@@ -267,14 +323,25 @@ class Migration:
                     "start a shadow first (PUT .../shadow)",
                 )
             with self.live._lock, other._lock:
-                self._record("promote", actor, to=other.config.to_dict())
+                desired = other.policy
+                warnings = guard(other.config, desired) if guard is not None else []
+                other.adopt_policy(
+                    self.live.policy_history(),
+                    desired,
+                    actor=actor,
+                    source="promote",
+                    placeholder=self.role == "shadow",
+                )
+                self._record(
+                    "promote", actor, to=other.config.to_dict(), policy=other.policy.to_dict()
+                )
                 old, old_rel = self.live, self.live_rel
                 _write_pointer(self.root, self.other_rel, old_rel, "previous")
                 self.live, self.live_rel = other, self.other_rel
                 self.attach(old, "previous", old_rel, self.live_rel)
                 self._record("promoted", actor, previous=old.config.to_dict())
                 self.counts = _Counts()
-            return self.live
+            return self.live, warnings
 
     def drop(self, *, actor: str | None, expect: Role) -> dict[str, Any]:
         """Roll back a shadow, or retire a previous version: its files are removed."""
@@ -314,6 +381,7 @@ class Migration:
             "live": {
                 "dir": self.live_rel,
                 "config": self.live.config.to_dict(),
+                "policy": self.live.policy.to_dict(),
                 "scheme_fingerprint": self.live.scheme.fingerprint,
                 "items": len(self.live),
                 "labelled_recall": self.live.labelled_recall(pairs),
@@ -325,6 +393,7 @@ class Migration:
             out["other"] = {
                 "dir": self.other_rel,
                 "config": other.config.to_dict(),
+                "policy": other.policy.to_dict(),
                 "scheme_fingerprint": other.scheme.fingerprint,
                 "items": len(other),
                 "labelled_recall": other.labelled_recall(pairs),

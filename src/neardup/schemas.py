@@ -110,6 +110,22 @@ _decision = {
     },
 }
 
+_warnings = {
+    "type": "array",
+    "items": _str,
+    "description": "the guard's warnings: predicted recall at the threshold below the target",
+}
+
+_relink = {
+    "type": "object",
+    "required": ["item_id", "state", "canonical"],
+    "properties": {
+        "item_id": _str,
+        "state": {"enum": ["unique", "duplicate", "tombstoned"]},
+        "canonical": {"type": ["string", "null"]},
+    },
+}
+
 _item_props: dict[str, Any] = {
     "tenant_id": {**_tenant, "description": "must equal the tenant of the URL"},
     "item_id": _item_id,
@@ -252,6 +268,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "seq": _int,
             "tombstoned": _bool,
             "epoch": _int,
+            "relinks": {
+                "type": "array",
+                "items": _relink,
+                "description": "links changed: the item left its cluster; a canonical "
+                "item's cluster went to its oldest live member",
+            },
         },
     },
     "ItemResponse": {
@@ -291,6 +313,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "fingerprint": _str,
             "predicted_recall_at_threshold": _num,
             "event_hash": _str,
+            "warnings": _warnings,
         },
     },
     "DecisionEvent": {
@@ -299,7 +322,9 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["seq", "kind", "time", "policy_version", "scheme_version", "prev"],
         "properties": {
             "seq": _int,
-            "kind": {"enum": ["decision", "unlink", "release", "label", "policy", "shadow"]},
+            "kind": {
+                "enum": ["decision", "unlink", "release", "label", "policy", "shadow", "relink"]
+            },
             "item_id": {"type": ["string", "null"]},
             "actor": {"type": ["string", "null"], "description": "API key id"},
             "time": _num,
@@ -311,6 +336,21 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "decision": _decision,
             "stored": _bool,
             "effect": {"type": "object"},
+            "relinks": {
+                "type": "array",
+                "items": _relink,
+                "description": "other items' links changed by this event (applied first)",
+            },
+            "cause": {"enum": ["tombstone", "repair"], "description": "of a relink event"},
+            "inherited": {
+                "type": "boolean",
+                "description": "of a policy event: a version recorded by another index of "
+                "the tenant (its live version, or before a restore), continued here",
+            },
+            "source": {
+                "enum": ["shadow start", "promote", "restore"],
+                "description": "of a policy event not written by PUT .../policy",
+            },
             "before": {"type": "object"},
             "rationale": _str,
             "prev": {"type": "string", "description": "SHA-256 of the previous record"},
@@ -395,6 +435,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             },
             "rebuilt_items": _int,
             "event_hash": _str,
+            "warnings": _warnings,
         },
     },
     "EventResponse": {
@@ -501,6 +542,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "epoch": _int,
             "replaces": {"type": ["integer", "null"]},
             "response": {"type": "object"},
+            "event": {
+                "type": ["object", "null"],
+                "description": "the decision-log record applied with the command "
+                "(an upsert's decision; a tombstone's relink, when links change)",
+            },
         },
     },
     "AuditEvent": {

@@ -60,7 +60,7 @@ from ._errors import (
 )
 from ._validate import INT64_MAX, check, check_int, short
 from .auth import PERMISSIONS, AuditLog, Keyring, Principal
-from .lsh import candidate_probability, default_layout
+from .decisions import Policy, PolicyGuard
 from .migration import POINTER, Migration, load_tenant
 from .persist import atomic_write
 from .schemas import SCHEMAS
@@ -212,6 +212,11 @@ class Service:
 
     def __init__(self, config: ServiceConfig) -> None:
         self.config = config
+        self.guard = PolicyGuard(
+            threshold_range=config.policy_threshold_range,
+            min_recall=config.policy_min_recall,
+            recall_target=config.recall_target,
+        )
         self.master = load_master(config.master_key_file)
         self.keyring = Keyring.load(config.keys_file)
         os.makedirs(os.path.join(config.data_dir, "tenants"), exist_ok=True)
@@ -525,42 +530,21 @@ class Service:
     def _tenant_answer(self, stats: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
         return {**stats, "recall_target": self.config.recall_target, "warnings": warnings}
 
-    def _recall_guard(self, cfg: TenantConfig) -> list[str]:
-        """Refuse a layout that cannot serve its own threshold; warn below the target.
+    def _recall_guard(self, cfg: TenantConfig, policy: Policy | None = None) -> list[str]:
+        """The guard of every path that changes a live threshold or layout.
 
-        The predicted recall is the probability that a pair at exactly the threshold
-        shares a band, ``1 - (1 - t**rows)**bands``.  Below ``policy_min_recall`` the
-        tenant is refused (the rule ``PUT /policy`` applies to a new threshold);
-        below ``recall_target`` it is created and the answer carries a warning with a
-        layout that reaches the target.
+        ``policy`` (default: the configuration's initial policy) is to be live under
+        ``cfg``'s layout: tenant creation, ``PUT /policy``, a shadow's start and its
+        promotion, promoting a previous version back, restores.  Refused
+        (:class:`InvalidConfig`) outside ``policy_threshold_range`` or when the
+        predicted recall ``1 - (1 - s**rows)**bands`` at the start of the review band
+        is below ``policy_min_recall``; below ``recall_target`` at the threshold the
+        answer carries a warning naming a layout that reaches it
+        (:class:`~neardup.decisions.PolicyGuard`).
         """
         bands, rows = cfg.dedup_config().layout
-        rec = candidate_probability(cfg.threshold, bands, rows)
-        target = self.config.recall_target
-        if rec >= target:
-            return []
-        sb, sr = default_layout(cfg.threshold, cfg.num_perm, recall=target)
-        better = candidate_probability(cfg.threshold, sb, sr)
-        if better >= target:
-            fix = (
-                f"use bands={sb}, rows={sr} (predicted recall {better:.4f}), or leave "
-                "bands and rows unset to get that layout"
-            )
-        else:
-            fix = f"use more permutations (num_perm={cfg.num_perm} cannot reach {target})"
-        what = (
-            f"predicted recall at threshold {cfg.threshold} with bands={bands}, rows={rows} "
-            f"is {rec:.4f}"
-        )
-        if rec < self.config.policy_min_recall:
-            raise InvalidConfig(
-                "bands/rows",
-                (bands, rows),
-                f"{what}, below the service minimum {self.config.policy_min_recall}",
-                fix,
-            )
-        return [f"{what}, below the recall target {target}: about {1 - rec:.1%} of the "
-                f"pairs at the threshold will not be found; {fix}"]
+        pol = policy if policy is not None else cfg.initial_policy()
+        return self.guard.check(pol, bands=bands, rows=rows, num_perm=cfg.num_perm)
 
     def key_request(self, principal: Principal, body: Any) -> str:
         """``POST /v1/keys``: authorized first, then the body validated, then the key."""
@@ -675,15 +659,18 @@ class Service:
     def set_policy(
         self, principal: Principal, tenant_id: str, body: dict[str, Any]
     ) -> dict[str, Any]:
-        t = self.tenant(principal, "policy", tenant_id)
+        self.tenant(principal, "policy", tenant_id)
+        mig = self._migrations[tenant_id]
         try:
             check(SCHEMAS["Policy"], body, "policy")
-            out = t.set_policy(
-                body,
-                actor=principal.key_id,
-                threshold_range=self.config.policy_threshold_range,
-                min_recall=self.config.policy_min_recall,
-            )
+            with mig.lock:  # no shadow starts or promotion in between
+                if mig.role == "shadow":
+                    raise Conflict(
+                        f"tenant {tenant_id!r} has a shadow index, which brings its own "
+                        "policy (the next version) when promoted",
+                        "promote or roll back the shadow first",
+                    )
+                out = mig.live.set_policy(body, actor=principal.key_id, guard=self.guard)
         except NeardupError as exc:
             self.audit.write(
                 principal, "policy", tenant_id, outcome="refused", error=str(exc)[:500]
@@ -791,7 +778,9 @@ class Service:
             check_int("epoch", epoch, 0, INT64_MAX)
         if idempotency_key is not None:
             check(_IDEMPOTENCY_KEY, idempotency_key, "idempotency_key")
-        out = t.tombstone(item_id, epoch=epoch, idempotency_key=idempotency_key)
+        out = t.tombstone(
+            item_id, epoch=epoch, idempotency_key=idempotency_key, actor=principal.key_id
+        )
         self._migrations[tenant_id].mirror_tombstone(item_id)
         return out
 
@@ -808,11 +797,14 @@ class Service:
         try:
             if action == "start":
                 check(SCHEMAS["TenantConfig"], body or {}, "config")
-                out = mig.start(TenantConfig.from_dict(body or {}), actor=actor)
+                out = mig.start(
+                    TenantConfig.from_dict(body or {}), actor=actor, guard=self._recall_guard
+                )
             elif action == "promote":
                 with self._lock:
-                    self._tenants[tenant_id] = mig.promote(actor=actor)
-                out = mig.status()
+                    live, warnings = mig.promote(actor=actor, guard=self._recall_guard)
+                    self._tenants[tenant_id] = live
+                out = {**mig.status(), "warnings": warnings}
             elif action == "rollback":
                 out = mig.drop(actor=actor, expect="shadow")
             elif action == "retire":
@@ -848,16 +840,17 @@ class Service:
 
     def restore(self, principal: Principal, tenant_id: str, blob: bytes) -> dict[str, Any]:
         t = self.tenant(principal, "restore", tenant_id)
+        mig = self._migrations[tenant_id]
         try:
-            mig = self._migrations.get(tenant_id)
-            if mig is not None and mig.other is not None:
-                # The companion mirrors the live state; a restore would leave it
-                # describing another history.
-                raise Conflict(
-                    f"tenant {tenant_id!r} has a {mig.role} version attached",
-                    "roll back the shadow or retire the previous version, then restore",
-                )
-            out = t.restore(blob)
+            with mig.lock:
+                if mig.other is not None:
+                    # The companion mirrors the live state; a restore would leave it
+                    # describing another history.
+                    raise Conflict(
+                        f"tenant {tenant_id!r} has a {mig.role} version attached",
+                        "roll back the shadow or retire the previous version, then restore",
+                    )
+                out = t.restore(blob, guard=self._recall_guard, actor=principal.key_id)
         except Exception as exc:
             self.audit.write(
                 principal, "restore", tenant_id, outcome="refused", error=type(exc).__name__

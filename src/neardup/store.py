@@ -91,6 +91,7 @@ CREATE TABLE IF NOT EXISTS links (
   canonical TEXT,
   seq INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS links_by_canonical ON links(canonical);
 CREATE TABLE IF NOT EXISTS policies (
   version INTEGER PRIMARY KEY,
   doc TEXT NOT NULL,
@@ -319,6 +320,11 @@ class FeatureStore:
     def meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT v FROM meta WHERE k=?", (key,)).fetchone()
         return None if row is None else str(row[0])
+
+    def note(self, key: str, value: str) -> None:
+        """Record a fact about the derived state (outside any command; e.g. a check
+        that need not run again while this file lives)."""
+        self._set_meta(key, value)
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta(k, v) VALUES (?, ?)", (key, value))
@@ -573,6 +579,33 @@ class FeatureStore:
         ).fetchone()
         return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
 
+    def members(self, canonical: str) -> list[str]:
+        """Live items linked as duplicates of ``canonical``, oldest current version first."""
+        return [
+            str(r[0])
+            for r in self._db.execute(
+                "SELECT l.item_id FROM links l JOIN items i ON i.item_id = l.item_id "
+                "AND i.tombstone_epoch IS NULL WHERE l.canonical=? AND l.state='duplicate' "
+                "ORDER BY i.pos",
+                (canonical,),
+            )
+        ]
+
+    def broken_links(self, limit: int = 1) -> list[str]:
+        """Items whose link breaks the link rules: the item is not live, or a duplicate
+        link points at itself, at an item that is not live, or at another duplicate."""
+        live = "SELECT 1 FROM items i WHERE i.item_id = {} AND i.tombstone_epoch IS NULL"
+        return [
+            str(r[0])
+            for r in self._db.execute(
+                f"SELECT l.item_id FROM links l WHERE NOT EXISTS ({live.format('l.item_id')}) "  # noqa: S608
+                "OR (l.state = 'duplicate' AND (l.canonical IS NULL OR l.canonical = l.item_id "
+                f"OR NOT EXISTS ({live.format('l.canonical')}) OR EXISTS (SELECT 1 FROM links m "
+                "WHERE m.item_id = l.canonical AND m.state = 'duplicate'))) LIMIT ?",
+                (limit,),
+            )
+        ]
+
     def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for (rec,) in self._db.execute(
@@ -623,8 +656,11 @@ class FeatureStore:
             "INSERT INTO events(seq, kind, item_id, record) VALUES (?,?,?,?)",
             (seq, event["kind"], event.get("item_id"), rec),
         )
-        link = event.get("effect")
-        if link is not None:
+        # Re-links (a cluster handed to a new canonical item) first, then the
+        # event's own effect on its item.
+        for link in [*event.get("relinks", ()), event.get("effect")]:
+            if link is None:
+                continue
             if link["state"] in ("duplicate", "review"):
                 self._db.execute(
                     "INSERT OR REPLACE INTO links(item_id, state, canonical, seq) VALUES (?,?,?,?)",
@@ -723,8 +759,15 @@ class FeatureStore:
         return True
 
     def apply_tombstone(
-        self, seq: int, *, pos: int, epoch: int, idem: tuple[str, str, bytes] | None
+        self,
+        seq: int,
+        *,
+        pos: int,
+        epoch: int,
+        idem: tuple[str, str, bytes] | None,
+        event: dict[str, Any] | None = None,
     ) -> bool:
+        """Apply a tombstone command (and its re-link event, if any)."""
         if seq <= self.applied_seq:
             return False
         with self._tx():
@@ -732,6 +775,8 @@ class FeatureStore:
                 "UPDATE items SET tombstone_epoch=? WHERE pos=? AND tombstone_epoch IS NULL",
                 (epoch, pos),
             )
+            if event is not None:
+                self._event(seq, event)
             self._idem(seq, idem)
             self._set_applied(seq)
         return True

@@ -49,7 +49,7 @@ import sqlite3
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -78,6 +78,7 @@ from .config import Config, ShingleSpec
 from .decisions import (
     GENESIS,
     Policy,
+    PolicyGuard,
     band_estimate,
     chain_hash,
     colliding_bands,
@@ -98,6 +99,10 @@ from .store import FeatureStore, StoredItem, store_error
 _log = logging.getLogger("neardup.service")
 
 __all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
+
+#: A service's guard for a policy that is to be live under a configuration's layout
+#: (``Service._recall_guard``): raises to refuse, returns warnings.
+Guard = Callable[["TenantConfig", Policy], list[str]]
 
 _TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}\Z")  # \Z: "$" allows a final "\n"
 SNAPSHOT_FORMAT = 1
@@ -175,6 +180,14 @@ class TenantConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def initial_policy(self) -> Policy:
+        """The policy a tenant of this configuration starts with."""
+        return Policy(
+            version=self.policy_version,
+            threshold=self.threshold,
+            max_candidates=self.max_candidates,
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TenantConfig:
@@ -595,6 +608,7 @@ class Tenant:
         self.seq = max(self.store.applied_seq, self.log.last_seq)
         self._next_pos = self.store.next_pos()
         self._build_index()
+        self._repair_links()
 
     def _recover_store(self, store_path: str, damage: CorruptFile) -> FeatureStore:
         """Rebuild a damaged store from the newest usable snapshot + the log after it."""
@@ -913,6 +927,7 @@ class Tenant:
         prep: Prepared | None = None,
         content: str | None = None,
         verifiable: bool = True,
+        relinks: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         """The policy's outcome for these exactly scored candidates, with the evidence.
 
@@ -922,7 +937,7 @@ class Tenant:
         candidate's retained normalized text when the tenant keeps text).
         """
         with span("decide", candidates=len(cands)):
-            return self._decision(cands, info, prep, content, verifiable)
+            return self._decision(cands, info, prep, content, verifiable, relinks)
 
     def _decision(
         self,
@@ -931,6 +946,7 @@ class Tenant:
         prep: Prepared | None,
         content: str | None,
         verifiable: bool,
+        relinks: dict[str, dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         pol = self.policy
         best = cands[0] if cands else None
@@ -960,7 +976,7 @@ class Tenant:
         if best is not None and out.state in ("duplicate", "review") and verifiable:
             d["duplicate_of"] = best.item_id
             if out.state == "duplicate":
-                d["canonical"] = self._canonical(best.item_id)
+                d["canonical"] = self._canonical(best.item_id, relinks)
             if prep is not None and content is not None:
                 d["explanation"] = self._explain(prep, content, best, out.reason)
         return d
@@ -969,12 +985,116 @@ class Tenant:
         """Probability that a pair at ``threshold`` shares a band (this layout)."""
         return float(candidate_probability(threshold, self.bands, self.rows))
 
-    def _canonical(self, item_id: str) -> str:
+    def _canonical(
+        self, item_id: str, relinks: dict[str, dict[str, Any]] | None = None
+    ) -> str:
+        """The canonical item of ``item_id``'s cluster (``relinks``: changes about to be
+        applied in the same command take precedence over the stored links)."""
         # Links always point at a cluster's canonical item, so one hop suffices.
+        eff = relinks.get(item_id) if relinks else None
+        if eff is not None:
+            return str(eff["canonical"]) if eff["state"] == "duplicate" else item_id
         link = self.store.link(item_id)
         if link is not None and link[0] == "duplicate" and link[1] is not None:
             return link[1]
         return item_id
+
+    def _handoff(self, item_id: str) -> list[dict[str, Any]]:
+        """The re-links that hand ``item_id``'s cluster to a new canonical item, when
+        ``item_id``'s current version leaves it (tombstone or replace).
+
+        Rule: the new canonical is the **oldest live member** — the member whose
+        current version was stored first (lowest position, so no ties) — and every
+        other member becomes its duplicate.  Empty when ``item_id`` has no members.
+        """
+        members = [m for m in self.store.members(item_id) if m != item_id]
+        if not members:
+            return []
+        head = members[0]
+        out = [{"item_id": head, "state": "unique", "canonical": None}]
+        out += [{"item_id": m, "state": "duplicate", "canonical": head} for m in members[1:]]
+        return out
+
+    def _repair_links(self) -> dict[str, Any] | None:
+        """Bring links written before the link rules existed in line with them (at open).
+
+        Logs of earlier versions tombstoned or replaced canonical items without
+        handing their clusters over, so their replay can leave duplicates linked to
+        a tombstoned item, to themselves, or to another duplicate.  Replay applies
+        such a log exactly as recorded; then, if any link breaks the rules, one
+        ``relink`` event (``cause: "repair"``) is appended that applies the same rule
+        as a tombstone: each cluster keeps its live root, or else is handed to its
+        oldest live member.  The repair is itself in the log, so every later replay,
+        snapshot and restore reproduces it; a log with no broken link is left as is.
+        """
+        # The check reads every link once per store file (a rebuilt or restored
+        # store is checked again); commands of this version keep the rules.
+        if self.store.meta("links_checked") == "1":
+            return None
+        if not self.store.broken_links(1):
+            self.store.note("links_checked", "1")
+            return None
+        links = self.store.link_state()
+        names = set(links) | {c for _, c in links.values() if c is not None}
+        pos: dict[str, int] = {}
+        for name in sorted(names):
+            cur = self.store.current(name)
+            if cur is not None and cur.live:
+                pos[name] = cur.pos
+        want = {i: v for i, v in links.items() if i in pos}
+        parent = {i: c for i, (st, c) in want.items() if st == "duplicate"}
+        # Each duplicate belongs to the component of its chain of links: a root (an
+        # item without a duplicate link, live or not) or a cycle (self-links too).
+        comp: dict[str, tuple[str, str]] = {}
+        for start in sorted(parent):
+            path: list[str] = []
+            node: str | None = start
+            while node is not None and node in parent and node not in comp and node not in path:
+                path.append(node)
+                node = parent[node]
+            if node is None:  # a duplicate link without a canonical item
+                key = ("dead", path[-1])
+            elif node in comp:
+                key = comp[node]
+            elif node in path:
+                key = ("cycle", min(path[path.index(node) :]))
+            else:
+                key = ("root", node)
+            for p in path:
+                comp[p] = key
+        groups: dict[tuple[str, str], list[str]] = {}
+        for item, key in comp.items():
+            groups.setdefault(key, []).append(item)
+        for (kind, root), members in sorted(groups.items()):
+            if kind == "root" and root in pos:
+                head = root
+            else:
+                head = min(members, key=lambda m: pos[m])
+                want.pop(head, None)
+            for m in members:
+                if m != head:
+                    want[m] = ("duplicate", head)
+        relinks = [
+            {
+                "item_id": i,
+                "state": want[i][0] if i in want else ("unique" if i in pos else "tombstoned"),
+                "canonical": want[i][1] if i in want else None,
+            }
+            for i in sorted(set(links) | set(want))
+            if links.get(i) != want.get(i)
+        ]
+        if not relinks:  # pragma: no cover - broken_links found something to change
+            return None
+        event = self._record(
+            "relink",
+            None,
+            None,
+            cause="repair",
+            reason="links recorded before clusters were handed over on tombstone / replace",
+            relinks=relinks,
+        )
+        self.store.note("links_checked", "1")
+        return event
 
     def _hash_strings(self, strings: list[str]) -> ShingleSets:
         """The keyed shingle hashes of each string (the strings are normalized shingles)."""
@@ -1100,6 +1220,15 @@ class Tenant:
         """Exactly scored candidates without storing anything; the ``decision`` in the
         answer is a preview under the current policy and is not recorded."""
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
+        if not self.features_available():
+            # The same path as decide: unverified band candidates, never a score or id.
+            cands, info = self.find_unverified(prep)
+            return {
+                **self._envelope(),
+                "candidates": [],
+                **info,
+                "decision": self.decision(cands, info, verifiable=False),
+            }
         cands, info = self.find(prep, limit=limit)
         self.maybe_audit(prep, cands)
         if cands:
@@ -1233,6 +1362,7 @@ class Tenant:
 
     def unlink(self, item_id: str, *, actor: str | None, rationale: str = "") -> dict[str, Any]:
         """Reverse a ``duplicate`` link: the item becomes unique again (an event too)."""
+        self._require_features("unlinked")
         with self._lock:
             link = self.store.link(item_id)
             if link is None or link[0] != "duplicate":
@@ -1263,6 +1393,7 @@ class Tenant:
         """Resolve a quarantined (``review``) item as ``unique`` or as a ``duplicate`` of ``of``."""
         if as_state not in ("unique", "duplicate"):
             raise InvalidConfig("as", as_state, "unknown outcome", "use unique or duplicate")
+        self._require_features("released")
         with self._lock:
             link = self.store.link(item_id)
             if link is None or link[0] != "review":
@@ -1278,6 +1409,22 @@ class Tenant:
                         "of", of, "must name another live stored item", "send the original's id"
                     )
                 canonical = self._canonical(of)
+                if canonical == item_id:
+                    raise Conflict(
+                        f"item {item_id!r} is the canonical item of {of!r}'s cluster; it "
+                        "cannot be a duplicate of its own cluster",
+                        "release it as unique (it stays the cluster's canonical item)",
+                    )
+            # A quarantined item may be the canonical of a cluster: released as a
+            # duplicate, its members follow it into the other cluster (one hop).
+            relinks = (
+                [
+                    {"item_id": m, "state": "duplicate", "canonical": canonical}
+                    for m in self.store.members(item_id)
+                ]
+                if canonical is not None
+                else []
+            )
             event = self._record(
                 "release",
                 item_id,
@@ -1285,6 +1432,7 @@ class Tenant:
                 rationale=str(rationale)[:2000],
                 before={"state": link[0], "canonical": link[1]},
                 effect={"item_id": item_id, "state": as_state, "canonical": canonical},
+                **({"relinks": relinks} if relinks else {}),
             )
         return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
 
@@ -1482,59 +1630,50 @@ class Tenant:
         doc: dict[str, Any],
         *,
         actor: str | None,
-        threshold_range: tuple[float, float] = (0.5, 0.99),
-        min_recall: float = 0.9,
+        guard: PolicyGuard | None = None,
     ) -> dict[str, Any]:
-        """Install the next policy version (bounded; never lowers recall below ``min_recall``).
+        """Install the next policy version, if ``guard`` allows it under this layout.
 
         Refused with the estimate in the message: a version that is not the next
-        one, a threshold outside ``threshold_range``, a threshold whose predicted
-        candidate recall under this tenant's layout is below ``min_recall`` (that
-        needs a new layout: a shadow index), or more candidates per query than
-        the tenant's ``max_candidates`` budget.
+        one, a threshold outside the guard's safe range, a review band that starts
+        where this tenant's layout finds a pair with probability below the guard's
+        minimum (that needs a new layout: a shadow index), or more candidates per
+        query than the tenant's ``max_candidates`` budget (see
+        :class:`~neardup.decisions.PolicyGuard`; its defaults without one).
         """
-        pol = Policy.from_dict({**doc, "version": doc.get("version", self.policy.version + 1)})
-        if pol.version != self.policy.version + 1:
-            raise Conflict(
-                f"policy version {pol.version} is not the next one (current {self.policy.version})",
-                f"send version {self.policy.version + 1}; used versions are immutable",
+        guard = guard if guard is not None else PolicyGuard()
+        with self._lock:
+            pol = Policy.from_dict(
+                {**doc, "version": doc.get("version", self.policy.version + 1)}
             )
-        lo, hi = threshold_range
-        if not lo <= pol.threshold <= hi:
-            raise InvalidConfig(
-                "threshold",
-                pol.threshold,
-                f"is outside the safe range [{lo}, {hi}]",
-                "ask for a threshold inside the range",
+            if pol.version != self.policy.version + 1:
+                raise Conflict(
+                    f"policy version {pol.version} is not the next one "
+                    f"(current {self.policy.version})",
+                    f"send version {self.policy.version + 1}; used versions are immutable",
+                )
+            warnings = guard.check(
+                pol, bands=self.bands, rows=self.rows, num_perm=self.config.num_perm
             )
-        rec = self.predicted_recall_at(pol.review_low)
-        if rec < min_recall:
-            raise InvalidConfig(
-                "threshold",
-                pol.threshold,
-                f"would lower candidate recall: at {pol.review_low:.4f} this layout "
-                f"({self.bands} bands x {self.rows} rows) finds a pair with probability "
-                f"{rec:.4f} < {min_recall}",
-                "keep the threshold, or build a shadow index with a layout for it and promote it",
+            if pol.max_candidates > self.config.max_candidates:
+                per_item = 8 * max(1, self.config.max_shingles // 10)
+                raise InvalidConfig(
+                    "max_candidates",
+                    pol.max_candidates,
+                    f"exceeds the tenant's budget of {self.config.max_candidates} "
+                    f"(about {pol.max_candidates * per_item} bytes of features read per query)",
+                    f"use at most {self.config.max_candidates}",
+                )
+            event = self._record(
+                "policy", None, actor, policy=pol.to_dict(), fingerprint=pol.fingerprint
             )
-        if pol.max_candidates > self.config.max_candidates:
-            per_item = 8 * max(1, self.config.max_shingles // 10)
-            raise InvalidConfig(
-                "max_candidates",
-                pol.max_candidates,
-                f"exceeds the tenant's budget of {self.config.max_candidates} "
-                f"(about {pol.max_candidates * per_item} bytes of features read per query)",
-                f"use at most {self.config.max_candidates}",
-            )
-        event = self._record(
-            "policy", None, actor, policy=pol.to_dict(), fingerprint=pol.fingerprint
-        )
         return {
             **self._envelope(),
             "policy": pol.to_dict(),
             "fingerprint": pol.fingerprint,
             "predicted_recall_at_threshold": self.predicted_recall_at(pol.threshold),
             "event_hash": chain_hash(event),
+            "warnings": warnings,
         }
 
     def policies(self) -> dict[str, Any]:
@@ -1542,15 +1681,106 @@ class Tenant:
             **self._envelope(),
             "current": self.policy.to_dict(),
             "fingerprint": self.policy.fingerprint,
-            "history": [self._initial_policy().to_dict(), *self.store.policies()],
+            "history": self.policy_history(),
         }
 
+    def policy_history(self, *, placeholder: bool = False) -> list[dict[str, Any]]:
+        """Every policy version of this tenant, oldest first (append-only).
+
+        Version 1 (or ``policy_version``) comes from the configuration unless a
+        recorded version replaces it: a shadow index adopts the live tenant's history
+        (see :meth:`adopt_policy`).  ``placeholder``: leave the configuration's policy
+        out (a shadow's, which was never live).
+        """
+        return self._history(self.store, placeholder=placeholder)
+
+    def _history(self, store: FeatureStore, *, placeholder: bool = False) -> list[dict[str, Any]]:
+        rows = store.policies()
+        init = self._initial_policy().to_dict()
+        if placeholder or any(r["version"] == init["version"] for r in rows):
+            return rows
+        return sorted([init, *rows], key=lambda d: int(d["version"]))
+
+    @staticmethod
+    def _missing_policies(
+        own: list[dict[str, Any]], history: list[dict[str, Any]], what: str
+    ) -> list[dict[str, Any]]:
+        """The versions of ``history`` that ``own`` lacks; a version both hold with
+        different contents is a :class:`Conflict` (versions are never reused)."""
+        mine = {int(d["version"]): d for d in own}
+        missing = []
+        for doc in sorted(history, key=lambda d: int(d["version"])):
+            have = mine.get(int(doc["version"]))
+            if have is None:
+                missing.append(doc)
+            elif have != doc:
+                raise Conflict(
+                    f"policy version {doc['version']} means different policies in {what}",
+                    "restore / promote only versions of this tenant's own history",
+                )
+        return missing
+
+    def adopt_policy(
+        self,
+        history: list[dict[str, Any]],
+        desired: Policy,
+        *,
+        actor: str | None,
+        source: str,
+        placeholder: bool = False,
+        fresh: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Continue ``history`` (another index's policy versions of this tenant) and make
+        ``desired`` (its version ignored) the current policy, without reusing a version.
+
+        Versions of ``history`` this index lacks are recorded (``inherited``); then
+        ``desired`` is installed as the next version after all of them, unless the
+        current policy already is ``desired`` under a version newer than every one of
+        ``history`` (``fresh``: a promotion brings a version that was never live) or
+        at least as new (a restore of a snapshot that holds the whole history).
+        Used by a shadow's start and promotion (``source``), the promotion of a
+        previous version back, and restores.  Returns the recorded policy events.
+        """
+        events = []
+        with self._lock:
+            own = self.policy_history(placeholder=placeholder)
+            missing = self._missing_policies(own, history, f"tenant {self.tenant!r} ({source})")
+            for doc in missing:
+                pol = Policy.from_dict(doc)
+                events.append(
+                    self._record(
+                        "policy",
+                        None,
+                        actor,
+                        policy=pol.to_dict(),
+                        fingerprint=pol.fingerprint,
+                        inherited=True,
+                        source=source,
+                    )
+                )
+            versions = [int(d["version"]) for d in [*own, *history]]
+            top = max([*versions, self.policy.version])
+            want = {**desired.to_dict(), "version": self.policy.version}
+            newest = max(int(d["version"]) for d in history)
+            newer = self.policy.version > newest or (
+                not fresh and self.policy.version == newest
+            )
+            if not (newer and self.policy.to_dict() == want):
+                pol = Policy.from_dict({**desired.to_dict(), "version": top + 1})
+                events.append(
+                    self._record(
+                        "policy",
+                        None,
+                        actor,
+                        policy=pol.to_dict(),
+                        fingerprint=pol.fingerprint,
+                        source=source,
+                    )
+                )
+        return events
+
     def _initial_policy(self) -> Policy:
-        return Policy(
-            version=self.config.policy_version,
-            threshold=self.config.threshold,
-            max_candidates=self.config.max_candidates,
-        )
+        return self.config.initial_policy()
 
     # -- degraded mode -----------------------------------------------------------
     def features_available(self) -> bool:
@@ -1560,6 +1790,23 @@ class Tenant:
         except OSError:
             return False
         return (st.st_dev, st.st_ino) == self._store_identity
+
+    def _require_features(self, what: str) -> None:
+        """Refuse (503 ``degraded``) what needs the feature store in exact-hash-only mode.
+
+        The rule: items and links are neither changed (upsert, tombstone, unlink,
+        release) nor exactly scored (verify, labels) while the store is unavailable;
+        decisions and previews answer from the band index alone (``review`` at any
+        candidate, never ``duplicate``), and policy changes are still recorded.
+        """
+        if not self.features_available():
+            raise Degraded(
+                f"tenant {self.tenant!r} is in exact-hash-only mode: its feature store is "
+                f"unavailable, so nothing can be {what} (items and links are neither "
+                "changed nor exactly scored until it is back)",
+                "retry later; an operator restores the feature store (restart recovers it "
+                "from the latest snapshot and the command log)",
+            )
 
     @property
     def mode(self) -> str:
@@ -1589,6 +1836,7 @@ class Tenant:
 
     def verify(self, left: str, right: str) -> dict[str, Any]:
         """Exact Jaccard of two stored, live items under the tenant's policy."""
+        self._require_features("exactly scored")
         items = []
         for item_id in (left, right):
             cur = self.store.current(item_id)
@@ -1693,13 +1941,7 @@ class Tenant:
             raise InvalidConfig("item_id", item_id, "must be a 1-256 character string", "send one")
         body = body if body is not None else {"item_id": item_id, "content": content}
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
-        if not self.features_available():
-            raise Degraded(
-                f"tenant {self.tenant!r} is in exact-hash-only mode: its feature store is "
-                "unavailable, so nothing can be stored or exactly verified",
-                "retry later; an operator restores the feature store (restart recovers it "
-                "from the latest snapshot and the command log)",
-            )
+        self._require_features("stored")
         args = (item_id, prep, body, idempotency_key, replace, media_type, source_time)
         kw: dict[str, Any] = {"content": content, "actor": actor}
         if self._batch_writes:
@@ -1797,7 +2039,17 @@ class Tenant:
         cands, info = self.find(prep, limit=self.policy.max_candidates, exclude=replaces)
         self.maybe_audit(prep, cands, itself=item_id)
         seq, pos = self.seq + 1, self._next_pos
-        decision = self.decision(cands, info, prep=prep, content=content)
+        # A replaced version leaves its cluster like a tombstoned one: a canonical
+        # item's cluster is handed to its oldest live member before the new version
+        # is decided (so it can never be linked to itself).
+        relinks = self._handoff(item_id) if replaces is not None else []
+        decision = self.decision(
+            cands,
+            info,
+            prep=prep,
+            content=content,
+            relinks={r["item_id"]: r for r in relinks},
+        )
         event = self._event(
             seq,
             "decision",
@@ -1815,6 +2067,7 @@ class Tenant:
                 "state": decision["state"],
                 "canonical": decision.get("canonical"),
             },
+            **({"relinks": relinks} if relinks else {}),
         )
         response = {
             **self._envelope(),
@@ -1851,22 +2104,36 @@ class Tenant:
         return response
 
     def tombstone(
-        self, item_id: str, *, epoch: int | None = None, idempotency_key: str | None = None
+        self,
+        item_id: str,
+        *,
+        epoch: int | None = None,
+        idempotency_key: str | None = None,
+        actor: str | None = None,
     ) -> dict[str, Any]:
         """Logically delete ``item_id``: never returned again; purged at compaction.
 
         ``epoch`` is the version the caller saw; a tombstone older than the stored
         version (the item was rewritten since) is refused with :class:`Conflict`.
+        The item leaves its cluster; when it was the cluster's canonical item, the
+        cluster is handed to its oldest live member (see :meth:`_handoff`), recorded
+        in the same command as a ``relink`` event.
         """
         body = {"op": "tombstone", "item_id": item_id, "epoch": epoch}
+        self._require_features("tombstoned")
         with self._lock:
-            response = self._tombstone_locked(item_id, epoch, idempotency_key, body)
+            response = self._tombstone_locked(item_id, epoch, idempotency_key, body, actor)
             sync_to = self.seq
         self.log.sync(sync_to)
         return response
 
     def _tombstone_locked(
-        self, item_id: str, epoch: int | None, idempotency_key: str | None, body: dict[str, Any]
+        self,
+        item_id: str,
+        epoch: int | None,
+        idempotency_key: str | None,
+        body: dict[str, Any],
+        actor: str | None = None,
     ) -> dict[str, Any]:
         stored = self._idempotent(idempotency_key, body)
         if stored is not None:
@@ -1882,13 +2149,29 @@ class Tenant:
                 f"re-read the item and send epoch >= {cur.version}",
             )
         seq = self.seq + 1
+        relinks = self._handoff(item_id)
+        own = self.store.link(item_id)
+        if own is not None:
+            relinks.insert(0, {"item_id": item_id, "state": "tombstoned", "canonical": None})
         response = {
             **self._envelope(),
             "item_id": item_id,
             "seq": seq,
             "tombstoned": True,
             "epoch": epoch if epoch is not None else seq,
+            "relinks": relinks,
         }
+        event = None
+        if relinks:
+            event = self._event(
+                seq,
+                "relink",
+                item_id,
+                actor,
+                cause="tombstone",
+                before={"state": own[0] if own else "unique", "canonical": own[1] if own else None},
+                relinks=relinks,
+            )
         header = {
             "op": "tombstone",
             "item_id": item_id,
@@ -1896,6 +2179,7 @@ class Tenant:
             "epoch": response["epoch"],
             "response": response,
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
+            "event": event,
         }
         cmd = Command(seq, header)
         self._commit(cmd)
@@ -2031,7 +2315,11 @@ class Tenant:
                 self._screen_add(int(h["content_hash"]))
             self._next_pos = max(self._next_pos, pos + 1) if hasattr(self, "_next_pos") else pos + 1
         elif op == "tombstone":
-            self.store.apply_tombstone(cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem)
+            self.store.apply_tombstone(
+                cmd.seq, pos=int(h["pos"]), epoch=int(h["epoch"]), idem=idem, event=h.get("event")
+            )
+            if h.get("event") is not None:
+                self._applied_event(h["event"])
             if index and self.index.tombstone(int(h["pos"])):
                 self._live -= 1
         elif op == "event":
@@ -2191,17 +2479,25 @@ class Tenant:
         )
         return manifest, db
 
-    def restore(self, blob: bytes) -> dict[str, Any]:
+    def restore(
+        self, blob: bytes, *, guard: Guard | None = None, actor: str | None = None
+    ) -> dict[str, Any]:
         """Replace this tenant's state by a snapshot, after verifying all of it.
 
         Refuses (before touching live state) a damaged or tampered snapshot
         (:class:`CorruptFile`), another tenant's (:class:`Conflict`) or another
-        scheme's (:class:`SchemeMismatch`).  The switch is atomic: a new
-        generation of store and log is written aside, then ``CURRENT`` is replaced.
+        scheme's (:class:`SchemeMismatch`), a snapshot whose policy ``guard`` refuses,
+        and one whose policy history gives a version another meaning than this
+        tenant's (:class:`Conflict`).  The switch is atomic: a new generation of store
+        and log is written aside, then ``CURRENT`` is replaced.  Policy versions are
+        never reused: when this tenant had versions the snapshot lacks (a snapshot
+        older than a policy change), they are kept in the history and the snapshot's
+        policy is installed as the next version.
         """
         manifest, db = self._verify_snapshot(blob)
         seq = int(manifest["last_seq"])
         with self._lock:
+            history = self.policy_history()
             gen = self.generation + 1
             new_store = self._path(f"features-{gen}.sqlite")
             for p in (new_store, new_store + "-wal", new_store + "-shm"):
@@ -2212,6 +2508,11 @@ class Tenant:
             try:
                 if not check.integrity_ok() or check.applied_seq != seq:
                     raise CorruptFile(new_store, "restored store fails its integrity check")
+                theirs = self._history(check)
+                restored = Policy.from_dict(max(theirs, key=lambda d: int(d["version"])))
+                if guard is not None:
+                    guard(self.config, restored)
+                self._missing_policies(theirs, history, "the snapshot and this tenant")
                 check.checkpoint()
             finally:
                 check.close()
@@ -2223,6 +2524,7 @@ class Tenant:
             self.store.close()
             atomic_write(self._path("CURRENT"), json.dumps({"generation": gen}).encode())
             self._open()
+            self.adopt_policy(history, restored, actor=actor, source="restore", fresh=False)
             for name in (
                 f"features-{old}.sqlite",
                 f"features-{old}.sqlite-wal",
