@@ -12,7 +12,8 @@ After every step:
   word-bigram sets, and every live item at Jaccard >= 0.5 is listed.  The layouts
   have one row per band, so a pair at 0.5 is missed with P = 0.5**32 per pair
   (about 2e-10; fewer than 1e-6 over every pair of a run);
-* no id of the other tenant ever appears;
+* no id of the other tenant ever appears, and no duplicate link points at a
+  tombstoned item or at the item itself;
 * restarting (gracefully, after ``kill -9``, or with the feature store deleted so
   that it is rebuilt from snapshot + log) reproduces the state digest.
 
@@ -153,6 +154,10 @@ class ServiceModel(RuleBasedStateMachine):
             for item in m.live:
                 r = c.get(f"/v1/tenants/{t}/items/{item}")
                 assert r.status_code == 200 and r.json()["live"] is True, (t, item, r.text)
+                # No link points at a tombstoned item or at the item itself.
+                d = self._ok(c.get(f"/v1/tenants/{t}/items/{item}/decision"))
+                if d["state"] == "duplicate":
+                    assert d["canonical"] in m.live and d["canonical"] != item, (t, item, d)
             for item in m.dead - set(m.live):
                 r = c.get(f"/v1/tenants/{t}/items/{item}")
                 assert r.status_code == 200 and r.json()["live"] is False, (t, item, r.text)
@@ -250,7 +255,12 @@ class ServiceModel(RuleBasedStateMachine):
     @counted
     def policy(self, tenant: str, threshold: float) -> None:
         assert self.op is not None
-        self._ok(self.op.put(f"/v1/tenants/{tenant}/policy", json={"threshold": threshold}))
+        r = self.op.put(f"/v1/tenants/{tenant}/policy", json={"threshold": threshold})
+        if self.model[tenant].role == "shadow":
+            # The shadow brings its own policy when promoted: refused meanwhile.
+            assert r.status_code == 409, r.text
+            return
+        self._ok(r)
         self.model[tenant].threshold = threshold
 
     @rule(tenant=st.sampled_from(TENANTS))

@@ -856,15 +856,21 @@ class FeatureStore:
 
     # -- files -------------------------------------------------------------------
     def backup_to(self, path: str) -> None:
-        """A consistent copy of the store at ``path`` (SQLite online backup), fsynced."""
-        dest = sqlite3.connect(path)
+        """A consistent copy of the store at ``path`` (SQLite online backup), fsynced.
+
+        Raises :class:`~neardup.NeardupIOError` naming ``path`` if it cannot be
+        written (the live store is not changed)."""
         try:
-            self._db.backup(dest)
-            dest.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            dest.close()
-        with open(path, "rb") as fh:
-            os.fsync(fh.fileno())
+            dest = sqlite3.connect(path)
+            try:
+                self._db.backup(dest)
+                dest.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                dest.close()
+            with open(path, "rb") as fh:
+                os.fsync(fh.fileno())
+        except (OSError, sqlite3.Error) as exc:
+            raise NeardupIOError(path, OSError(str(exc))) from exc
 
     def checkpoint(self) -> None:
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
