@@ -335,3 +335,20 @@ def test_neardup_repair_rebases_a_damaged_log_on_the_store_without_loss(
         # A tenant the server has open is refused.
         busy = repair()
         assert busy.returncode == 2 and "open in another process" in busy.stderr
+
+
+def test_snapshots_kept_on_disk_are_bounded(tmp_path: Path) -> None:
+    t = Tenant.create(str(tmp_path / "t1"), "t1", CFG, MASTER, snapshot_keep=3)
+    for i in range(6):
+        t.upsert(item_id=f"x{i}", content=f"some words number {i} here")
+        t.snapshot()
+    kept = sorted(p.name for p in (tmp_path / "t1" / "snapshots").glob("*.ndsnap"))
+    assert len(kept) == 3 and kept[-1] == f"snap-{t.seq:012d}.ndsnap"
+    t.close()
+    # A damaged store is still rebuilt from the newest snapshot and the log.
+    store = next((tmp_path / "t1").glob("features-*.sqlite"))
+    store.write_bytes(b"\0" * 8192)
+    t = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert t.recovered is not None and t.recovered["snapshot"] == kept[-1]
+    assert len(t) == 6
+    t.close()

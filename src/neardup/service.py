@@ -118,6 +118,8 @@ class ServiceConfig:
     #: whose shared spans an explanation computes.
     verify_budget: int = 4_000_000
     explain_max_chars: int = 100_000
+    #: Snapshots each tenant keeps under its snapshots/ folder (the newest).
+    snapshot_keep: int = 3
 
     def __post_init__(self) -> None:
         lo, hi = self.policy_threshold_range
@@ -164,6 +166,7 @@ class ServiceConfig:
             ("compact_delta", 16, 1 << 24),
             ("verify_budget", 1, 1 << 40),
             ("explain_max_chars", 0, 1 << 40),
+            ("snapshot_keep", 1, 1000),
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
@@ -349,6 +352,7 @@ class Service:
             "batch_writes": True,
             "verify_budget": self.config.verify_budget,
             "explain_max_chars": self.config.explain_max_chars,
+            "snapshot_keep": self.config.snapshot_keep,
         }
 
     def close(self) -> None:

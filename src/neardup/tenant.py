@@ -414,10 +414,13 @@ class Tenant:
         verify_budget: int = 4_000_000,
         explain_max_chars: int = 100_000,
         start: bool = True,
+        snapshot_keep: int = 3,
     ) -> None:
         self.root = root
         #: Shingle hashes compared per query (query + candidate sizes, summed).
         self.verify_budget = verify_budget
+        #: Snapshots kept under snapshots/ (the newest ones).
+        self.snapshot_keep = max(1, snapshot_keep)
         #: Longest content whose shared spans are computed for an explanation.
         self.explain_max_chars = explain_max_chars
         self.tenant = valid_tenant_id(tenant)
@@ -2425,8 +2428,27 @@ class Tenant:
                 tar.addfile(info, io.BytesIO(data))
         blob = buf.getvalue()
         atomic_write(self._path(os.path.join("snapshots", f"snap-{seq:012d}.ndsnap")), blob)
+        self._prune_snapshots()
         self.counters.last_snapshot_time = time.time()
         return blob
+
+    def _prune_snapshots(self) -> None:
+        """Keep the newest ``snapshot_keep`` snapshots under ``snapshots/``.
+
+        Recovery uses the newest snapshot that verifies and that the log continues;
+        older ones only cover damage of the newer ones, so a few suffice (a snapshot
+        loop no longer fills the disk).  Snapshots shipped off the host are the
+        backups."""
+        folder = self._path("snapshots")
+        try:
+            names = sorted(n for n in os.listdir(folder) if n.endswith(".ndsnap"))
+        except OSError:
+            return
+        for name in names[: max(0, len(names) - self.snapshot_keep)]:
+            try:
+                os.unlink(os.path.join(folder, name))
+            except OSError as exc:  # a file that will not go is no reason to fail
+                _log.warning("tenant %s: cannot remove old snapshot %s: %s", self.tenant, name, exc)
 
     def _verify_snapshot(self, blob: bytes) -> tuple[dict[str, Any], bytes]:
         what = f"snapshot for tenant {self.tenant!r}"
