@@ -133,6 +133,18 @@ class Server:
         self.stop()
 
 
+def record_figure(name: str, **fields: Any) -> None:
+    """Append a figure of a reliability test to the file named by ND_RELIABILITY_OUT
+    (scripts/reliability_report.py collects them into docs/reliability.md's table);
+    without that variable nothing is written."""
+    out = os.environ.get("ND_RELIABILITY_OUT")
+    if out:
+        import json
+
+        with open(out, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"test": name, **fields}, sort_keys=True) + "\n")
+
+
 def fault_shim(folder: Path, code: str) -> dict[str, str]:
     """Environment that runs ``code`` in a server process before it starts.
 

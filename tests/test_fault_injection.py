@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 import pytest
 
-from service_helpers import Server, fault_shim, producer
+from service_helpers import Server, fault_shim, producer, record_figure
 
 SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 32, "rows": 1}
 SHADOW = {**SEED, "num_perm": 48, "bands": 48}
@@ -241,4 +241,11 @@ def test_every_io_point_of_every_write_path_crashes_or_fails_safely(tmp_path: Pa
                 if acked:
                     assert state == after, where
     print(f"\nfault injection: {cases_run} cases over {points_total} I/O points: {summary}")
+    record_figure(
+        "fault_injection",
+        cases=cases_run,
+        io_points=points_total,
+        points_per_operation=summary,
+        acknowledged_writes_lost=0,
+    )
     assert cases_run == 2 * points_total

@@ -45,7 +45,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from service_helpers import Server
+from service_helpers import Server, record_figure
 
 TENANTS = ("sa", "sb")
 PREFIX = {"sa": "a", "sb": "b"}
@@ -93,6 +93,7 @@ class TenantModel:
 
 class ServiceModel(RuleBasedStateMachine):
     tmp: ClassVar[Path]
+    examples: ClassVar[int] = 0
     runs: ClassVar[itertools.count[int]] = itertools.count()
 
     def __init__(self) -> None:
@@ -166,6 +167,7 @@ class ServiceModel(RuleBasedStateMachine):
     @initialize()
     def start(self) -> None:
         run = next(self.runs)
+        ServiceModel.examples += 1
         self.srv = Server(self.tmp / f"run{run}" / "data", operator_tenants=TENANTS)
         self.srv.start()
         self.token = self.srv.operator_token
@@ -354,19 +356,29 @@ class ServiceModel(RuleBasedStateMachine):
 @pytest.mark.slow
 def test_the_service_matches_its_model(tmp_path: Path) -> None:
     ServiceModel.tmp = tmp_path
+    ServiceModel.examples = 0
     COUNTS.clear()
     run_state_machine_as_test(
         ServiceModel,
         settings=settings(
-            max_examples=8,
-            stateful_step_count=40,
+            max_examples=15,
+            stateful_step_count=50,
             deadline=None,
             suppress_health_check=list(HealthCheck),
         ),
     )
-    print(f"service model: {sum(COUNTS.values())} steps, {dict(sorted(COUNTS.items()))}")
     rules = [n for n, v in vars(ServiceModel).items() if hasattr(v, "hypothesis_stateful_rule")]
     actions = ["candidates", "decide", "snapshot", "restore", "shadow_start", "promote"]
     actions += ["rollback", "retire", "fault_graceful", "fault_kill", "fault_rebuild"]
+    print(f"service model: {sum(COUNTS.values())} steps, {dict(sorted(COUNTS.items()))}")
     missing = sorted(set(rules + actions) - set(COUNTS))
     assert not missing, f"rules or actions that never ran: {missing}"
+    rules_run = sum(v for k, v in COUNTS.items() if k in rules)
+    record_figure(
+        "state_machine",
+        examples=ServiceModel.examples,
+        steps=rules_run,
+        actions=dict(sorted(COUNTS.items())),
+        restarts_survived=sum(COUNTS[f"fault_{k}"] for k in ("graceful", "kill", "rebuild")),
+        kill9_survived=COUNTS["fault_kill"] + COUNTS["fault_rebuild"],
+    )

@@ -18,6 +18,7 @@ from neardup._crypto import MasterSecret
 from neardup._errors import CorruptFile, NeardupError, NeardupIOError
 from neardup.store import FeatureStore, store_error
 from neardup.tenant import Tenant, TenantConfig
+from service_helpers import record_figure
 
 MASTER = MasterSecret(bytes(range(32)))
 CFG = TenantConfig(
@@ -117,6 +118,7 @@ def test_a_byte_flipped_in_any_region_of_the_store_never_loses_a_write(tmp_path:
     offsets = _page_offsets(os.path.getsize(base / name))
     counts = _flip_each(tmp_path, base, name, offsets, expect)
     print(f"outcomes of {len(offsets)} flips: {counts}")
+    record_figure("damage_store", bytes_damaged=len(offsets), outcomes=counts, silent=0)
     # Most flips hit live content and are rebuilt from snapshot + log; some hit
     # unused space and change nothing; none is silent.
     assert counts.get("recovered", 0) > len(offsets) // 3, counts
@@ -143,6 +145,7 @@ def test_a_byte_flipped_in_the_write_ahead_log_never_loses_a_write(tmp_path: Pat
         offsets += [start + 8, start + 24 + PAGE - 1, start + 24 + PAGE // 2]
     counts = _flip_each(tmp_path, crash, wal.name, offsets, expect)
     print(f"{frames} WAL frames; outcomes of {len(offsets)} flips: {counts}")
+    record_figure("damage_store_wal", bytes_damaged=len(offsets), outcomes=counts, silent=0)
     assert sum(counts.values()) == len(offsets), counts
 
 
@@ -163,6 +166,7 @@ def test_a_byte_flipped_in_the_command_log_is_refused_naming_it(tmp_path: Path) 
     # Every record of this log was acknowledged: damage to any of them, the last
     # included, is refused; none is trimmed as if it were a torn write.
     assert counts == {"refused": len(offsets)}
+    record_figure("damage_command_log", bytes_damaged=len(offsets), outcomes=counts, silent=0)
     # A torn record after the last one is not an acknowledged write: trimmed.
     work = tmp_path / "torn"
     shutil.copytree(base, work)
