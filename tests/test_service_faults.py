@@ -352,3 +352,40 @@ def test_snapshots_kept_on_disk_are_bounded(tmp_path: Path) -> None:
     assert t.recovered is not None and t.recovered["snapshot"] == kept[-1]
     assert len(t) == 6
     t.close()
+
+
+def test_reads_on_other_threads_during_writes_never_deadlock(tmp_path: Path) -> None:
+    """Found by the service benchmark: the store's row-checksum triggers call Python
+    inside SQLite while another thread fetched rows holding the GIL (a deadlock).
+    Here a reader scans every row again and again while the writer upserts."""
+    import threading
+
+    t = Tenant.create(str(tmp_path / "t1"), "t1", CFG, MASTER)
+    for i in range(300):
+        t.upsert(item_id=f"x{i}", content=f"some words number {i} here and there")
+    stop = threading.Event()
+    scans = [0]
+
+    def reader() -> None:
+        while not stop.is_set():
+            for _ in t.store.all_features():
+                pass
+            scans[0] += 1
+
+    th = threading.Thread(target=reader, daemon=True)
+    th.start()
+    done = threading.Event()
+
+    def writer() -> None:
+        for i in range(300, 500):
+            t.upsert(item_id=f"x{i}", content=f"other words number {i} over here")
+        done.set()
+
+    w = threading.Thread(target=writer, daemon=True)
+    w.start()
+    finished = done.wait(timeout=120)
+    stop.set()
+    th.join(timeout=30)
+    assert finished, "the writer did not finish: a deadlock between writer and reader"
+    assert scans[0] >= 1 and len(t) == 500
+    t.close()

@@ -44,6 +44,7 @@ import json
 import os
 import sqlite3
 import struct
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -235,6 +236,71 @@ def store_error(path: str, exc: sqlite3.Error, what: str) -> CorruptFile | Neard
     return CorruptFile(path, detail)
 
 
+class _Cursor:
+    """A cursor whose every call into SQLite holds the connection's lock."""
+
+    __slots__ = ("_cur", "_lock")
+
+    def __init__(self, cur: sqlite3.Cursor, lock: threading.RLock) -> None:
+        self._cur, self._lock = cur, lock
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    def fetchone(self) -> Any:
+        with self._lock:
+            return self._cur.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        with self._lock:
+            return self._cur.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            with self._lock:
+                rows = self._cur.fetchmany(256)
+            if not rows:
+                return
+            yield from rows
+
+
+class _Serialized:
+    """One SQLite connection shared by threads, one call into SQLite at a time.
+
+    The row-checksum triggers call a Python function (``nd_rowmix``) from inside
+    ``sqlite3_step``: the writing thread holds the connection's mutex and waits for
+    the GIL, while a reading thread that holds the GIL waits for that mutex in a
+    fetch (CPython's sqlite3 fetches without releasing the GIL) — a deadlock.  A
+    Python lock taken around every call breaks it: a thread waiting for the lock
+    has released the GIL.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._lock = threading.RLock()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> _Cursor:
+        with self._lock:
+            return _Cursor(self._conn.execute(sql, params), self._lock)
+
+    def executescript(self, script: str) -> None:
+        with self._lock:
+            self._conn.executescript(script)
+
+    def create_function(self, name: str, narg: int, func: Any, *, deterministic: bool) -> None:
+        with self._lock:
+            self._conn.create_function(name, narg, func, deterministic=deterministic)
+
+    def backup(self, target: sqlite3.Connection) -> None:
+        with self._lock:
+            self._conn.backup(target)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
 def _signed(h: int) -> int:
     return h - (1 << 64) if h >= 1 << 63 else h
 
@@ -279,7 +345,9 @@ class FeatureStore:
         self._tenant = tenant
         self._pending_applied: int | None = None
         try:
-            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._db = _Serialized(
+                sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            )
         except sqlite3.Error as exc:
             raise store_error(path, exc, "cannot open it") from exc
         try:
