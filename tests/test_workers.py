@@ -20,18 +20,16 @@ from pathlib import Path
 import httpx
 
 from neardup.auth import AuditLog, Keyring
-from neardup.workers import merge_metrics, shard_of
+from neardup.workers import Assignments, merge_metrics, shard_of
 from service_helpers import Server, producer
 
 SEED = {"threshold": 0.75, "shingle": "word:2"}
 TEXT = "red fox runs very fast"
 
 
-def _names(n: int = 2) -> tuple[str, str]:
-    """Two tenant ids owned by different workers of ``n``."""
-    a = next(f"a{i}" for i in range(100) if shard_of(f"a{i}", n) == 0)
-    b = next(f"b{i}" for i in range(100) if shard_of(f"b{i}", n) == 1)
-    return a, b
+def _names() -> tuple[str, str]:
+    """Two tenant ids; created in this order they go to workers 0 and 1."""
+    return "ta", "tb"
 
 
 def _children(pid: int) -> list[int]:
@@ -49,8 +47,8 @@ def _worker_pids(front: int, n: int = 2, timeout: float = 60) -> dict[int, int]:
                 cmd = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"--worker-shard" in cmd:
-                out[int(cmd[cmd.index(b"--worker-shard") + 1].split(b"/")[0])] = pid
+            if b"neardup._worker" in cmd:
+                out[int(json.loads(cmd[cmd.index(b"neardup._worker") + 1])["shard"])] = pid
         if len(out) == n:
             return out
         time.sleep(0.1)
@@ -58,10 +56,32 @@ def _worker_pids(front: int, n: int = 2, timeout: float = 60) -> dict[int, int]:
 
 
 def test_shard_of_is_stable() -> None:
-    # Fixed values: ownership must not change between releases or processes.
+    # Fixed values (where requests for unknown tenants go): the same in every process.
     assert [shard_of(t, 2) for t in ("t1", "t2", "t3", "t4", "acme")] == [0, 0, 0, 1, 0]
     assert [shard_of(t, 4) for t in ("t1", "t2", "t3", "t4", "acme")] == [2, 0, 2, 1, 0]
     assert {shard_of(f"x{i}", 3) for i in range(50)} == {0, 1, 2}
+
+
+def test_assignments_spread_tenants_and_stay_put(tmp_path: Path) -> None:
+    path = str(tmp_path / "workers.json")
+    table = Assignments(path, 2)
+    table.sync(["t0", "t1", "t2"])  # t0..t3 all hash to worker 0; the table spreads them
+    assert table.owner == {"t0": 0, "t1": 1, "t2": 0}
+    assert table.assign("t3") == 1 and table.assign("t4") == 0 and table.assign("t1") == 1
+    # A worker process reads the same file (and rereads it when it changes).
+    reader = Assignments(path, 2)
+    assert reader.owner["t4"] == 0
+    table.assign("t5")
+    reader.refresh()
+    assert reader.owner["t5"] == 1
+    # Restarted with the same workers: nothing moves; tenants gone from disk drop out.
+    again = Assignments(path, 2)
+    again.sync(["t0", "t1", "t2", "t3", "t4"])
+    assert again.owner == {"t0": 0, "t1": 1, "t2": 0, "t3": 1, "t4": 0}
+    # With fewer workers, only the missing worker's tenants move.
+    one = Assignments(path, 1)
+    one.sync(["t0", "t1"])
+    assert one.owner == {"t0": 0, "t1": 0}
 
 
 def test_tenants_on_each_worker_keys_isolation_audit_metrics(tmp_path: Path) -> None:
@@ -98,8 +118,11 @@ def test_tenants_on_each_worker_keys_isolation_audit_metrics(tmp_path: Path) -> 
             assert ready["ready"] is True and ready["mode"] == "normal"
             assert ready["tenants"] == 2 and ready["workers"] == {"0": "up", "1": "up"}
             text = op.get("/metrics").text
-            assert f'neardup_items{{tenant="{a}",worker="0"}} 2.0' in text
-            assert f'neardup_items{{tenant="{b}",worker="1"}} 2.0' in text
+            # As one process would export them: per tenant from its owner, request
+            # counters summed over the workers.
+            assert f'neardup_items{{tenant="{a}"}} 2.0' in text
+            assert f'neardup_items{{tenant="{b}"}} 2.0' in text
+            assert 'neardup_requests_total{route="upsert",status="200"} 4.0' in text
             assert 'neardup_worker_up{worker="1"} 1.0' in text
             assert text.count("# TYPE neardup_requests_total counter") == 1
             # Routes outside tenants are answered (404 in the API's JSON shape).
@@ -198,7 +221,7 @@ def test_one_worker_is_one_process(tmp_path: Path) -> None:
         assert _children(s.proc.pid) == []
 
 
-def test_merge_metrics_relabels_and_keeps_one_family() -> None:
+def test_merge_metrics_sums_process_series_and_keeps_one_family() -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
     w = (
@@ -206,19 +229,22 @@ def test_merge_metrics_relabels_and_keeps_one_family() -> None:
         'neardup_items{tenant="a"} 3.0\n'
         "# HELP neardup_requests_total HTTP requests\n# TYPE neardup_requests_total counter\n"
         'neardup_requests_total{route="upsert",status="200"} 5.0\n'
+        "# HELP neardup_requests_created HTTP requests\n# TYPE neardup_requests_created gauge\n"
+        'neardup_requests_created{route="upsert",status="200"} 100.0\n'
     )
-    text = merge_metrics(
-        {"0": w, "1": w.replace('"a"', '"b"')}, {"0": True, "1": False}, {"0": 0, "1": 2}
-    ).decode()
+    other = w.replace('"a"', '"b"').replace("100.0", "90.0")
+    text = merge_metrics({"0": w, "1": other}, {"0": True, "1": False}, {"0": 0, "1": 2}).decode()
     fams = {f.name: f for f in text_string_to_metric_families(text)}
-    assert {(s.labels["tenant"], s.labels["worker"]) for s in fams["neardup_items"].samples} == {
-        ("a", "0"),
-        ("b", "1"),
-    }
-    assert len(fams["neardup_requests"].samples) == 2
+    items = {s.labels["tenant"]: s.value for s in fams["neardup_items"].samples}
+    assert items == {"a": 3.0, "b": 3.0}
+    reqs = [s for s in fams["neardup_requests"].samples if s.name.endswith("_total")]
+    assert [s.value for s in reqs] == [10.0]
+    assert [s.value for s in fams["neardup_requests_created"].samples] == [90.0]
     assert text.count("# TYPE neardup_items gauge") == 1
     up = {s.labels["worker"]: s.value for s in fams["neardup_worker_up"].samples}
     assert up == {"0": 1.0, "1": 0.0}
+    restarts = {s.labels["worker"]: s.value for s in fams["neardup_worker_restarts"].samples}
+    assert restarts == {"0": 0.0, "1": 2.0}
 
 
 def _append(path: str, who: int, n: int) -> None:

@@ -1198,9 +1198,6 @@ def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
     "gives it, behind one front process on --port; 1: a single process. "
     "[default: the number of CPUs]",
 )
-@click.option("--worker-socket", default=None, hidden=True)
-@click.option("--worker-shard", default=None, hidden=True)
-@click.option("--worker-parent", type=int, default=None, hidden=True)
 def serve(**opts: Any) -> None:
     """Run the multi-tenant dedup service (HTTP + JSON) over an embedded store.
 
@@ -1220,9 +1217,6 @@ def serve(**opts: Any) -> None:
     except ImportError as exc:
         click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
         sys.exit(2)
-    if opts["worker_socket"]:
-        _serve_worker(opts)
-        return
     workers = opts["workers"] or default_workers()
     with _errors():
         cfg = _service_config(opts)
@@ -1263,33 +1257,14 @@ def _check_service_files(cfg: Any) -> None:
 
 
 def _serve_front(opts: dict[str, Any], cfg: Any, workers: int) -> None:
-    import os
-
     import uvicorn
 
-    from .workers import Front
+    from .workers import Front, worker_command
 
     def worker_cmd(index: int, socket: str) -> list[str]:
-        cmd = [
-            sys.executable, "-m", "neardup", "serve",
-            "--data-dir", cfg.data_dir,
-            "--master-key-file", cfg.master_key_file,
-            "--keys-file", cfg.keys_file,
-            "--max-body-bytes", str(cfg.max_body_bytes),
-            "--max-candidates", str(cfg.max_candidates),
-            "--audit-sample-rate", repr(cfg.audit_sample_rate),
-            "--audit-interval", repr(cfg.audit_interval_s),
-            "--log-level", opts["log_level"],
-            "--workers", "1",
-            "--worker-socket", socket,
-            "--worker-shard", f"{index}/{workers}",
-            "--worker-parent", str(os.getpid()),
-        ]  # fmt: skip
-        for root in cfg.content_roots:
-            cmd += ["--content-root", root]
-        return cmd
+        return worker_command(cfg, index, workers, socket, log_level=opts["log_level"])
 
-    front = Front(worker_cmd, workers, cfg.data_dir)
+    front = Front(worker_cmd, workers, cfg.data_dir, cfg.keys_file)
     uvicorn.run(
         front,
         host=opts["host"],
@@ -1299,27 +1274,6 @@ def _serve_front(opts: dict[str, Any], cfg: Any, workers: int) -> None:
         # The workers' answers carry their own Date and Server headers.
         server_header=False,
         date_header=False,
-    )
-
-
-def _serve_worker(opts: dict[str, Any]) -> None:
-    """One worker of ``serve --workers N`` (started by the front, on a Unix socket)."""
-    import uvicorn
-
-    from .server import create_app
-    from .workers import ShardService, die_with_parent
-
-    if opts["worker_parent"]:
-        die_with_parent(opts["worker_parent"])
-    shard, _, count = str(opts["worker_shard"]).partition("/")
-    with _errors():
-        cfg = _service_config(opts)
-        svc = ShardService(cfg, shard=int(shard), workers=int(count))
-    app = create_app(svc, close_on_shutdown=True)
-    # The front keeps connections to its workers open; they are closed when idle
-    # for 300 s on its side, well before this.
-    uvicorn.run(
-        app, uds=opts["worker_socket"], log_level=opts["log_level"], timeout_keep_alive=3600
     )
 
 

@@ -5,22 +5,26 @@ One Python process serves a tenant on about one core (the GIL; see
 worker processes (default: the CPUs this process may run on) and a front process
 that listens on ``--host``/``--port``:
 
-* **Ownership.**  Tenant ``t`` is owned by worker ``shard_of(t, N)`` — a stable hash
-  (SHA-256) of the tenant id, the same in every process and across restarts.  Each
-  worker opens only the tenants it owns from the shared data directory, and a
-  tenant is created by its owner, so exactly one process writes a tenant.  Each
-  worker also holds an exclusive ``flock`` on ``DATA_DIR/.locks/<tenant>.lock``
-  while it serves the tenant: a second process (a worker restarted before the old
-  one is gone, or a stray server on the same directory) waits for it instead of
-  writing the same files.  Changing N between restarts moves tenants between
-  workers, nothing on disk.
+* **Ownership.**  ``DATA_DIR/workers.json`` (written by the front) assigns each
+  tenant to one worker: at start-up every tenant on disk keeps its worker or, if it
+  has none, goes to the worker serving the fewest tenants; a tenant created later
+  (``PUT /v1/tenants/{t}`` by an operator scoped to it) goes to the least loaded
+  worker too, so N tenants on N workers use every worker.  Each worker opens only
+  its tenants from the shared data directory and creates only tenants assigned to
+  it, so exactly one process writes a tenant; it also holds an exclusive ``flock``
+  on ``DATA_DIR/.locks/<tenant>.lock`` while it serves the tenant, so a second
+  process (a worker restarted before the old one is gone, or a stray server on the
+  same directory) waits instead of writing the same files.  Assignments are
+  stable while N is; with fewer workers, tenants of the missing ones move at
+  start-up (nothing on disk moves).
 * **The front** forwards ``/v1/tenants/{t}`` and everything under it to the owner
   over a private Unix socket (headers and body unchanged, streamed both ways), and
   ``/v1/keys`` and every other route to worker 0.  It answers ``/healthz`` itself,
   aggregates ``/readyz`` (a worker that is down makes the service ``degraded`` and
-  names its tenants) and merges every worker's ``/metrics`` into one exposition
-  with a ``worker`` label, plus ``neardup_worker_up`` and
-  ``neardup_worker_restarts_total``.
+  names its tenants) and merges every worker's ``/metrics`` into the exposition
+  one process would give (per-tenant series from the owner, request counters and
+  latency histograms summed), plus ``neardup_worker_up`` and
+  ``neardup_worker_restarts_total`` by ``worker``.
 * **Shared files.**  The master key file is read by each worker.  The API key file
   is shared: a key issued through any worker (or ``neardup apikey``) is written
   under a file lock and picked up by every worker at its next request.  The audit
@@ -42,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import fcntl
 import hashlib
@@ -58,11 +63,13 @@ from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import NotFound, TenantUnavailable
+from ._errors import CorruptFile, NeardupError, NotFound, TenantUnavailable
+from .auth import Keyring, Principal
+from .persist import atomic_write
 from .service import Service, ServiceConfig
-from .tenant import Tenant
+from .tenant import Tenant, valid_tenant_id
 
-__all__ = ["ShardService", "default_workers", "shard_of"]
+__all__ = ["Assignments", "Front", "ShardService", "default_workers", "shard_of"]
 
 _log = logging.getLogger("neardup.workers")
 
@@ -101,10 +108,82 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+class Assignments:
+    """Which worker serves each tenant: ``DATA_DIR/workers.json``, written by the front.
+
+    Tenants are spread by count: a new tenant goes to the worker serving the fewest
+    (ties: the lowest index), so two tenants on two workers always use both.  An
+    assignment never changes while the number of workers stays the same; a tenant
+    whose worker no longer exists (fewer workers) is reassigned at start-up.
+    Workers read the file and reread it when it changes (one ``stat`` per check).
+    """
+
+    FORMAT = "neardup-workers-v1"
+
+    def __init__(self, path: str, workers: int) -> None:
+        self.path, self.workers = path, workers
+        self.owner: dict[str, int] = {}
+        self._sig: tuple[int, int, int] | None = None
+        self.refresh()
+
+    def refresh(self) -> None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self.owner, self._sig = {}, None
+            return
+        sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if sig == self._sig:
+            return
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except ValueError as exc:
+            raise CorruptFile(self.path, f"not JSON ({exc})") from exc
+        if not isinstance(doc, dict) or doc.get("format") != self.FORMAT:
+            raise CorruptFile(self.path, f"not a worker table (format must be {self.FORMAT})")
+        self.owner = {str(t): int(w) for t, w in doc.get("tenants", {}).items()}
+        self._sig = sig
+
+    def save(self) -> None:
+        doc = {"format": self.FORMAT, "workers": self.workers, "tenants": self.owner}
+        atomic_write(self.path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        self.refresh()
+
+    def _least_loaded(self) -> int:
+        counts = [0] * self.workers
+        for w in self.owner.values():
+            if 0 <= w < self.workers:
+                counts[w] += 1
+        return counts.index(min(counts))
+
+    def assign(self, tenant: str) -> int:
+        """The tenant's worker, assigning (and saving) it first if it has none."""
+        w = self.owner.get(tenant)
+        if w is None or not 0 <= w < self.workers:
+            w = self.owner[tenant] = self._least_loaded()
+            self.save()
+        return w
+
+    def sync(self, tenants: Sequence[str]) -> None:
+        """At start-up: drop tenants not on disk, keep valid assignments, assign the
+        rest (sorted, each to the least loaded worker)."""
+        present = set(tenants)
+        keep = {t: w for t, w in self.owner.items() if t in present and w < self.workers}
+        changed = keep != self.owner
+        self.owner = keep
+        for t in sorted(tenants):
+            if t not in self.owner:
+                self.owner[t] = self._least_loaded()
+                changed = True
+        if changed or not os.path.exists(self.path):
+            self.save()
+
+
 # -- the worker side ---------------------------------------------------------------
 class ShardService(Service):
-    """A :class:`Service` that opens and creates only the tenants of its shard, each
-    under an exclusive file lock (see the module docstring)."""
+    """A :class:`Service` that opens and creates only the tenants the worker table
+    assigns to its worker, each under an exclusive file lock (see the module doc)."""
 
     def __init__(
         self, config: ServiceConfig, *, shard: int, workers: int, lock_timeout: float = 60.0
@@ -112,11 +191,13 @@ class ShardService(Service):
         self.shard, self.workers = shard, workers
         self.lock_timeout = lock_timeout
         self._held: dict[str, int] = {}
+        self.table = Assignments(os.path.join(config.data_dir, "workers.json"), workers)
         os.makedirs(os.path.join(config.data_dir, ".locks"), exist_ok=True)
         super().__init__(config)
 
     def owns(self, tenant_id: str) -> bool:
-        return shard_of(tenant_id, self.workers) == self.shard
+        self.table.refresh()
+        return self.table.owner.get(tenant_id) == self.shard
 
     def _hold(self, name: str) -> None:
         """Take the tenant's lock (waiting up to ``lock_timeout`` for a previous owner)."""
@@ -133,7 +214,8 @@ class ShardService(Service):
                 if exc.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
                     os.close(fd)
                     raise TenantUnavailable(
-                        f"tenant {name!r} is held by another process (lock {path})",
+                        f"tenant {name!r} is held by another process "
+                        f"(lock DATA_DIR/.locks/{name}.lock)",
                         "stop the other neardup serve on this data directory",
                     ) from exc
                 time.sleep(0.05)
@@ -149,11 +231,16 @@ class ShardService(Service):
             return None
         return super()._open_tenant(name)
 
-    def create_tenant(self, principal: Any, tenant_id: str, config: dict[str, Any]) -> Any:
+    def create_tenant(
+        self, principal: Principal, tenant_id: str, config: dict[str, Any]
+    ) -> dict[str, Any]:
+        # The same checks, in the same order, as a single process (401/403/400 first).
+        valid_tenant_id(tenant_id)
+        principal.require("tenant", tenant_id)
         if not self.owns(tenant_id):
             # Only reachable by bypassing the front: never create another's tenant.
             raise NotFound(
-                f"tenant {tenant_id!r} belongs to worker {shard_of(tenant_id, self.workers)}",
+                f"tenant {tenant_id!r} is not assigned to worker {self.shard}",
                 "send requests to the front process, not to a worker",
             )
         self._hold(tenant_id)
@@ -164,6 +251,46 @@ class ShardService(Service):
         for fd in self._held.values():
             os.close(fd)
         self._held.clear()
+
+
+def worker_command(
+    config: ServiceConfig, index: int, workers: int, socket: str, *, log_level: str = "warning"
+) -> list[str]:
+    """The command line of worker ``index`` (``python -m neardup._worker SPEC``)."""
+    spec = {
+        "config": dataclasses.asdict(config),
+        "shard": index,
+        "workers": workers,
+        "socket": socket,
+        "parent": os.getpid(),
+        "log_level": log_level,
+    }
+    return [sys.executable, "-m", "neardup._worker", json.dumps(spec)]
+
+
+def worker_main(argv: Sequence[str]) -> None:
+    """Run one worker (see :func:`worker_command`): a :class:`ShardService` behind the
+    usual app, on its Unix socket."""
+    import uvicorn
+
+    from .server import create_app
+
+    spec = json.loads(argv[0])
+    die_with_parent(int(spec["parent"]))
+    c = dict(spec["config"])
+    for name in ("content_roots", "policy_threshold_range"):
+        c[name] = tuple(c[name])
+    try:
+        svc = ShardService(
+            ServiceConfig(**c), shard=int(spec["shard"]), workers=int(spec["workers"])
+        )
+    except NeardupError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    app = create_app(svc, close_on_shutdown=True)
+    # The front keeps connections to its workers open; it drops them after 300 s
+    # idle on its side, well before this.
+    uvicorn.run(app, uds=spec["socket"], log_level=spec["log_level"], timeout_keep_alive=3600)
 
 
 def die_with_parent(parent: int) -> None:
@@ -371,6 +498,7 @@ class Front:
         worker_cmd: Callable[[int, str], list[str]],
         workers: int,
         data_dir: str,
+        keys_file: str,
         *,
         run_dir: str | None = None,
         stop_timeout: float = 30.0,
@@ -378,6 +506,8 @@ class Front:
         self.n = workers
         self.worker_cmd = worker_cmd
         self.data_dir = data_dir
+        self.keyring = Keyring.load(keys_file)
+        self.table = Assignments(os.path.join(data_dir, "workers.json"), workers)
         self.run_dir = run_dir or tempfile.mkdtemp(prefix="neardup-workers-")
         self.stop_timeout = stop_timeout
         self.workers = [
@@ -425,6 +555,7 @@ class Front:
         return False
 
     async def start(self) -> None:
+        self.table.sync(self._tenants_on_disk())
         for w in self.workers:
             self._spawn(w)
         for w in self.workers:
@@ -487,12 +618,32 @@ class Front:
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     # -- requests --------------------------------------------------------------
-    def worker_for(self, path: str) -> tuple[Worker, str | None]:
-        if path.startswith("/v1/tenants/"):
-            tenant = path[len("/v1/tenants/") :].split("/", 1)[0]
-            if tenant:
-                return self.workers[shard_of(tenant, self.n)], tenant
-        return self.workers[0], None
+    def worker_for(self, scope: Scope) -> tuple[Worker, str | None]:
+        path = scope["path"]
+        if not path.startswith("/v1/tenants/"):
+            return self.workers[0], None
+        tenant, _, rest = path[len("/v1/tenants/") :].partition("/")
+        if not tenant:
+            return self.workers[0], None
+        w = self.table.owner.get(tenant)
+        if w is None and scope["method"] == "PUT" and not rest and self._may_create(scope, tenant):
+            w = self.table.assign(tenant)
+        if w is None or not 0 <= w < self.n:
+            # No such tenant: any worker gives the single-process answer (401, 403, 404).
+            w = shard_of(tenant, self.n)
+        return self.workers[w], tenant
+
+    def _may_create(self, scope: Scope, tenant: str) -> bool:
+        """Whether this PUT may create ``tenant`` (checked before the tenant gets a
+        worker, so that unauthenticated requests cannot fill the worker table)."""
+        auth = next((v for k, v in scope["headers"] if k.lower() == b"authorization"), None)
+        try:
+            valid_tenant_id(tenant)
+            p = self.keyring.authenticate(auth.decode("latin-1") if auth else None)
+            p.require("tenant", tenant)
+        except NeardupError:
+            return False
+        return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -522,7 +673,7 @@ class Front:
             )
             await send({"type": "http.response.body", "body": body})
             return
-        w, tenant = self.worker_for(path)
+        w, tenant = self.worker_for(scope)
         what = f"tenant {tenant!r}" if tenant else "this route"
         try:
             await forward(w, scope, receive, send)
@@ -627,7 +778,7 @@ class Front:
             degraded.update(doc.get("degraded_tenants", {}))
             failed.update(doc.get("failed_tenants", {}))
         for t in self._tenants_on_disk():
-            if shard_of(t, self.n) in down:
+            if self.table.owner.get(t) in down:
                 degraded[t] = "worker_down"
                 tenants += 1
         ready = len(down) < self.n
@@ -657,19 +808,37 @@ class Front:
 def merge_metrics(
     texts: dict[str, str], up: dict[str, bool], restarts: dict[str, int]
 ) -> bytes:
-    """Workers' expositions as one, each sample labelled with its ``worker``."""
+    """The workers' expositions as one, as a single process would export them.
+
+    Per-tenant series come from the tenant's owner only; process-wide counters and
+    histograms (requests, latency) are summed over the workers (a restarted
+    worker's counters restart from 0, which Prometheus reads as a counter reset);
+    ``*_created`` timestamps keep the earliest.  Worker liveness and restarts are
+    added with a ``worker`` label.
+    """
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.metrics_core import Metric
     from prometheus_client.parser import text_string_to_metric_families
 
     families: dict[str, Metric] = {}
-    for worker, text in sorted(texts.items()):
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for _, text in sorted(texts.items()):
         for fam in text_string_to_metric_families(text):
-            out = families.get(fam.name)
-            if out is None:
-                out = families[fam.name] = Metric(fam.name, fam.documentation, fam.type)
-            for s in fam.samples:
-                out.add_sample(s.name, {**s.labels, "worker": worker}, s.value, s.timestamp)
+            if fam.name not in families:
+                families[fam.name] = Metric(fam.name, fam.documentation, fam.type)
+                values[fam.name] = {}
+            vals = values[fam.name]
+            for smp in fam.samples:
+                key = (smp.name, tuple(sorted(smp.labels.items())))
+                if key not in vals:
+                    vals[key] = smp.value
+                elif smp.name.endswith("_created"):
+                    vals[key] = min(vals[key], smp.value)
+                else:
+                    vals[key] += smp.value
+    for name, fam in families.items():
+        for (sname, labels), v in values[name].items():
+            fam.add_sample(sname, dict(labels), v)
     wup = Metric("neardup_worker_up", "1 while the worker process answers", "gauge")
     wre = Metric("neardup_worker_restarts", "times the worker process was restarted", "counter")
     for worker in sorted(up):
