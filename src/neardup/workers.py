@@ -363,18 +363,12 @@ class Worker:
 
 
 async def _read_head(reader: asyncio.StreamReader) -> tuple[int, list[tuple[bytes, bytes]]]:
-    line = await reader.readline()
-    if not line:
-        raise asyncio.IncompleteReadError(b"", None)
-    parts = line.split(b" ", 2)
-    status = int(parts[1])
+    # One read for the whole head: a readline per header costs an await each.
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head[:-4].split(b"\r\n")
+    status = int(lines[0].split(b" ", 2)[1])
     headers: list[tuple[bytes, bytes]] = []
-    while True:
-        h = await reader.readline()
-        if h in (b"\r\n", b"\n"):
-            break
-        if not h:
-            raise asyncio.IncompleteReadError(b"", None)
+    for h in lines[1:]:
         k, _, v = h.partition(b":")
         headers.append((k.strip().lower(), v.strip()))
     return status, headers
@@ -415,28 +409,39 @@ async def _exchange(
     head += b"".join(k + b": " + v + b"\r\n" for k, v in headers) + framing + b"\r\n"
     w = conn.writer
     try:
-        w.write(head)
-        while True:
-            if body:
-                w.write(b"%x\r\n%s\r\n" % (len(body), body) if chunked else body)
-                await w.drain()
-            if not more:
-                break
-            msg = await receive()
-            if msg["type"] == "http.disconnect":
-                raise ConnectionResetError("client went away")
-            body, more = msg.get("body", b""), msg.get("more_body", False)
-        if chunked:
-            w.write(b"0\r\n\r\n")
-        await w.drain()
+        if not more and not chunked:
+            w.write(head + body)  # the usual case: one write
+        else:
+            w.write(head)
+            while True:
+                if body:
+                    w.write(b"%x\r\n%s\r\n" % (len(body), body) if chunked else body)
+                    await w.drain()
+                if not more:
+                    break
+                msg = await receive()
+                if msg["type"] == "http.disconnect":
+                    raise ConnectionResetError("client went away")
+                body, more = msg.get("body", b""), msg.get("more_body", False)
+            if chunked:
+                w.write(b"0\r\n\r\n")
+        if w.transport.get_write_buffer_size() > 1 << 16:
+            await w.drain()
     except (ConnectionError, BrokenPipeError) as exc:
         raise WorkerDown(str(exc)) from exc
     r = conn.reader
     try:
-        status, rh = await asyncio.wait_for(_read_head(r), timeout)
+        async with asyncio.timeout(timeout):
+            status, rh = await _read_head(r)
         length = next((int(v) for k, v in rh if k == b"content-length"), None)
         te = any(k == b"transfer-encoding" and b"chunked" in v.lower() for k, v in rh)
         out = [(k, v) for k, v in rh if k not in _HOP_RESP]
+        if length is not None and not te and length <= 1 << 20:
+            # Small answers (all but snapshots): read whole, sent in one message.
+            data = await r.readexactly(length) if length else b""
+            await send({"type": "http.response.start", "status": status, "headers": out})
+            await send({"type": "http.response.body", "body": data})
+            return
         await send({"type": "http.response.start", "status": status, "headers": out})
         if scope["method"] == "HEAD" or status in (204, 304) or (length == 0 and not te):
             await send({"type": "http.response.body", "body": b""})
@@ -466,7 +471,13 @@ async def _exchange(
         data = await r.read()
         await send({"type": "http.response.body", "body": data})
         raise WorkerLost("unframed answer")  # the connection is done
-    except (ConnectionError, asyncio.IncompleteReadError, ValueError, IndexError) as exc:
+    except (
+        ConnectionError,
+        asyncio.IncompleteReadError,
+        asyncio.LimitOverrunError,
+        ValueError,
+        IndexError,
+    ) as exc:
         raise WorkerLost(str(exc) or type(exc).__name__) from exc
 
 
