@@ -90,7 +90,7 @@ def run_locust(
     cmd = [
         locust, "-f", str(HERE / "locustfile.py"), "--headless", "--only-summary",
         "--skip-log", "-u", str(users), "-r", str(max(users, 1) * 10),
-        "-t", f"{int(seconds)}s", "-H", url, "--stop-timeout", "30",
+        "-t", f"{max(1, int(seconds))}s", "-H", url, "--stop-timeout", "30",
     ]  # fmt: skip
     pids = tree(server_pid)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -107,6 +107,7 @@ def run_locust(
     lat = res["latencies_ms"].get(kind, [])
     errors = sum(res["errors"].values())
     out = {
+        "loadavg_1m_after": round(os.getloadavg()[0], 2),
         "kind": kind,
         "users": users,
         "target_per_s": rate or None,
@@ -126,14 +127,16 @@ def run_locust(
     return out
 
 
-def _start(data: Path, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str, float]:
+def _start(
+    data: Path, workers: int, log: Path, extra: list[str]
+) -> tuple[subprocess.Popen[bytes], str, float]:
     port = _free_port()
     exe = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
     fh = open(log, "wb")  # noqa: SIM115
     proc = subprocess.Popen(
         [exe, "serve", "--data-dir", str(data / "data"), "--port", str(port),
          "--master-key-file", str(data / "master.key"), "--keys-file", str(data / "keys.json"),
-         "--workers", str(workers)],
+         "--workers", str(workers), *extra],
         stdout=fh, stderr=subprocess.STDOUT,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -151,11 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--open-rate", type=float, nargs="+", default=[200.0, 100.0, 100.0],
                     help="open-loop requests/s per kind (candidates, decide, upsert)")
     ap.add_argument("--open-users", type=int, default=32)
+    ap.add_argument("--warmup", type=float, default=5.0, help="seconds per kind, unrecorded")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny run (smoke test): 2,000 items, 1 and 2 users, 3 s per row")
     ap.add_argument("--root", default=str(ROOT))
+    ap.add_argument("--serve-arg", action="append", default=[],
+                    help="extra neardup serve argument (repeatable; use --serve-arg=--flag)")
     ap.add_argument("--out", default=str(HERE / "results" / "service_locust.json"))
     ap.add_argument("--append", action="store_true",
                     help="keep the runs of other --workers values already in --out")
     a = ap.parse_args(argv)
+    if a.quick:
+        a.items, a.users, a.seconds, a.warmup = 2000, [1, 2], 3.0, 2.0
+        a.open_rate, a.open_users, a.workers = [20.0, 20.0, 20.0], 4, [2]
 
     results: dict[str, Any] = {
         "benchmark": "service_locust",
@@ -179,14 +190,16 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             shutil.copytree(src, work / "d")
             copy_s = time.perf_counter() - t0
-            proc, url, startup = _start(work / "d", workers, work / "server.log")
+            proc, url, startup = _start(work / "d", workers, work / "server.log", a.serve_arg)
             print(f"workers={workers}: copied in {copy_s:.0f} s, started in {startup:.1f} s",
                   flush=True)
             try:
                 pid = proc.pid
                 # Warm-up (not recorded): compiled kernels, SQLite and page caches.
                 for kind in a.kinds:
-                    run_locust(url, kind, 8, 5, info["producer_tokens"], per_tenant, pid, work)
+                    run_locust(
+                        url, kind, 8, a.warmup, info["producer_tokens"], per_tenant, pid, work
+                    )
                 for kind in a.kinds:
                     for users in a.users:
                         r = run_locust(

@@ -18,9 +18,9 @@ Configured by environment variables (the runner sets them):
   own are rounded) when the run stops;
 * ``ND_RUN`` — a tag making upserted item ids and texts unique to the run.
 
-Query texts (``candidates``, ``decide``): half are stored paragraphs with ~4% of
-their words replaced (each finds its source: a duplicate decision, explained), half
-are new paragraphs (a few band candidates, no duplicate).  Upserts send new
+Query texts (``candidates``, ``decide``): half are stored paragraphs with 2 of 50
+words replaced (each finds and verifies its source, exact Jaccard ~0.64: mostly
+below the 0.8 threshold), half are new paragraphs (no duplicate).  Upserts send new
 paragraphs.  Uses ``FastHttpUser`` (geventhttpclient): the load generator shares
 the machine's cores with the server, so its cost per request matters.
 

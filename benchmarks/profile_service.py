@@ -4,15 +4,18 @@ Starts ``neardup serve`` over a *copy* of a cached data folder (``service_data.p
 drives one request kind at a fixed concurrency with the raw keep-alive client of
 ``bench_service.py`` (~0.1 ms of client CPU per request) and reports requests/s and
 server CPU per request (from /proc, all server processes).  With ``--py-spy`` the
-server is sampled during the phase (``py-spy record --threads``: threads on a CPU
-only, raw collapsed stacks) and the stacks are summarized by leaf frame and by stage.
+server is sampled during the phase (``py-spy record --gil``: the thread holding
+the GIL, i.e. where the Python time goes; raw collapsed stacks) and the stacks are
+summarized by leaf frame and by stage.  ``--matrix`` runs a fixed set of phases and
+also times each stage of the library call in process (cProfile, no HTTP), writing
+``results/service_cpu.json``.
 
 Content modes:
 
 * ``fresh`` — new synthetic 50-word paragraphs (the corpus generator, other seeds):
   a few band candidates each, what ``bench_service.py`` sends;
-* ``near`` — stored paragraphs with ~4% of their words edited: every upsert finds
-  its source (a duplicate decision, with an explanation);
+* ``near`` — stored paragraphs with 2 of 50 words replaced: every upsert finds and
+  verifies its source (exact Jaccard of word 5-grams ~0.64, mostly below 0.8);
 * ``template`` — one 50-word template with 2 words changed per item: every item
   shares bands with hundreds of stored ones (max_candidates verified per request).
 
@@ -39,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_service import RawClient, _free_port, _pct, _wait
 from service_data import ROOT, documents
+
+HERE = Path(__file__).resolve().parent
 
 
 def server_cpu(pids: list[int]) -> float:
@@ -173,6 +178,75 @@ def summarize_pyspy(raw: Path, top: int = 25) -> dict[str, Any]:
     }
 
 
+STAGES = {
+    "prepare: normalize + keyed hash + signature": "tenant.py:prepare",
+    "find: band index + store reads + exact Jaccard": "tenant.py:find",
+    "  of which store reads + AES-GCM open": "store.py:features",
+    "  of which exact Jaccard (intersect1d)": "tenant.py:_exact",
+    "decision (policy, explanation)": "tenant.py:decision",
+    "  of which explanation spans": "tenant.py:_explain",
+    "command log write (encode + seal + write)": "cmdlog.py:write",
+    "store apply (SQLite + seal)": "tenant.py:_apply",
+    "fsync (group commit)": "cmdlog.py:sync",
+}
+
+
+def inprocess(data: Path, kind: str, mode: str, n: int) -> dict[str, Any]:
+    """The library part of one request, without HTTP: CPU per operation (no profiler),
+    then cumulative time per stage under cProfile (one thread: batched writes off)."""
+    import cProfile
+    import pstats
+
+    from neardup.service import Service, ServiceConfig
+
+    info = json.loads((data / "build.json").read_text())
+    tenant = info["tenants"][0]
+    work = Path(tempfile.mkdtemp(prefix="nd-prof-", dir="/tmp"))
+    try:
+        shutil.copytree(data, work / "d")
+        svc = Service(ServiceConfig(
+            data_dir=str(work / "d" / "data"), master_key_file=str(work / "d" / "master.key"),
+            keys_file=str(work / "d" / "keys.json"),
+        ))
+        svc.tenants()[tenant]._batch_writes = False
+        p = svc.keyring.authenticate("Bearer " + info["producer_tokens"][tenant])
+        fn = {"upsert": svc.upsert, "candidates": svc.candidates, "decide": svc.decide}[kind]
+        reqs = bodies(mode, kind, 2 * n + 100, info["items"], f"ip{int(time.time())}")
+        for b in reqs[:100]:
+            fn(p, tenant, b)
+        c0, verified = time.process_time(), 0
+        for b in reqs[100 : 100 + n]:
+            verified += fn(p, tenant, b).get("candidates_verified", 0)
+        cpu = (time.process_time() - c0) / n
+        prof = cProfile.Profile()
+        prof.enable()
+        for b in reqs[100 + n :]:
+            fn(p, tenant, b)
+        prof.disable()
+        svc.close()
+        st = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+        cum: dict[str, float] = {}
+        for (file, _, func), (_, _, _, ct, _) in st.items():
+            key = f"{Path(file).name}:{func}"
+            cum[key] = cum.get(key, 0.0) + ct
+        return {
+            "kind": kind, "mode": mode, "ops": n,
+            "cpu_ms_per_op": round(1000 * cpu, 3),
+            "verified_candidates_per_op": round(verified / n, 1),
+            "profiled_ms_per_op": {k: round(1000 * cum.get(v, 0.0) / n, 3)
+                                   for k, v in STAGES.items()},
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+MATRIX = [
+    ("upsert", "fresh", 1), ("upsert", "fresh", 32), ("upsert", "near", 32),
+    ("upsert", "template", 1), ("upsert", "template", 32),
+    ("candidates", "near", 1), ("candidates", "near", 16), ("decide", "near", 16),
+]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", default="100000x1", help="cached folder under --root")
@@ -187,7 +261,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--native", action="store_true", help="py-spy --native")
     ap.add_argument("--serve-arg", action="append", default=[])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--matrix", action="store_true",
+                    help="every (kind, mode, concurrency) of MATRIX over HTTP, and each "
+                    "(kind, mode) in process; writes --out (default results/service_cpu.json)")
     a = ap.parse_args(argv)
+    if a.matrix:
+        from _common import finish, machine_info, write_json
+
+        res: dict[str, Any] = {"benchmark": "service_cpu", "machine": machine_info(),
+                               "params": {"data": a.data, "seconds": a.seconds}}
+        start_source = res["machine"]["neardup_source_at_start"]
+        res["http"] = []
+        for kind, mode, conc in MATRIX:
+            one = ["--data", a.data, "--root", a.root, "--kind", kind, "--mode", mode,
+                   "-c", str(conc), "--seconds", str(a.seconds), "--out", "/dev/null"]
+            res["http"].append(_profile(ap.parse_args(one)))
+            print(json.dumps(res["http"][-1]), flush=True)
+        res["in_process"] = []
+        for kind, mode in dict.fromkeys((k, m) for k, m, _ in MATRIX):
+            res["in_process"].append(inprocess(Path(a.root) / a.data, kind, mode, 300))
+            print(json.dumps(res["in_process"][-1]), flush=True)
+        finish(res, start_source)
+        write_json(Path(a.out or HERE / "results" / "service_cpu.json"), res)
+        return 0
+    out = _profile(a)
+    print(json.dumps(out, indent=1))
+    if a.out:
+        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+def _profile(a: argparse.Namespace) -> dict[str, Any]:
 
     src = Path(a.root) / a.data
     info = json.loads((src / "build.json").read_text())
@@ -219,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             if a.py_spy:
                 spy_out = work / "spy.txt"
                 cmd = [str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw",
-                       "--threads", "-r", "200", "-d", str(int(a.seconds)),
+                       "--gil", "--threads", "-r", "200", "-d", str(int(a.seconds)),
                        "-o", str(spy_out), "--pid", str(pids[-1])]
                 if a.native:
                     cmd.append("--native")
@@ -243,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
                 spy.wait(timeout=a.seconds + 60)
                 if spy_out.exists():
                     out["py_spy"] = summarize_pyspy(spy_out)
-                    if a.out:
+                    if a.out and a.out != "/dev/null":
                         shutil.copy(spy_out, Path(a.out).with_suffix(".spy.txt"))
                 else:
                     out["py_spy_error"] = (spy.stderr.read() if spy.stderr else b"").decode()[-500:]
@@ -251,12 +355,9 @@ def main(argv: list[str] | None = None) -> int:
             proc.terminate()
             proc.wait(timeout=60)
             log.close()
-        print(json.dumps(out, indent=1))
-        if a.out:
-            Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return out
 
 
 if __name__ == "__main__":

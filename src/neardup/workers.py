@@ -559,8 +559,7 @@ class Front:
             if w.proc is None or w.proc.poll() is not None:
                 return False
             if await self._healthy(w):
-                w.up = True
-                w.backoff = 0.5
+                w.up = True  # the back-off restarts only after a minute up (see _watch)
                 return True
             await asyncio.sleep(0.1)
         return False
