@@ -390,6 +390,38 @@ def service_table(d: dict[str, Any]) -> str:
     return head + "\n" + "\n".join(rows) + "\n" + tail
 
 
+def service_locust_table(d: dict[str, Any]) -> str:
+    c = d["data"]
+    per = ", ".join(f"{t}: {n:,}" for t, n in c["items_per_tenant"].items())
+    head = (
+        f"**Service under Locust** — {c['items']:,} items ({c['words_per_item']} words each) "
+        f"in {len(c['tenants'])} tenants ({per}); Locust {d['params'].get('seconds', '?'):.0f} s "
+        "per row (headless, one process, `FastHttpUser`, users spread over the tenants). "
+        "Closed loop: each user sends when its answer came; open loop: requests sent on a "
+        "schedule at the target rate, latency from the scheduled time (queueing counted). "
+        "Server CPU (front + workers) and Locust's own CPU from /proc; Locust, the server and "
+        "other jobs share the 2 cores (load average after each row).\n\n"
+        "| workers | request | loop | users | req/s | p50 ms | p95 ms | p99 ms | "
+        "server CPU ms/req | Locust CPU ms/req | load |\n"
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    rows = []
+    order = {"candidates": 0, "decide": 1, "upsert": 2}
+    for r in sorted(d["runs"], key=lambda r: (-r["workers"], order[r["kind"]], r["loop"],
+                                               r["users"])):
+        lat = r.get("from_schedule") or r
+        loop = (
+            f"open {r['target_per_s']:.0f}/s" if r["loop"] == "open" else "closed"
+        )
+        rows.append(
+            f"| {r['workers']} | {r['kind']} | {loop} | {r['users']} | {_fmt(r['per_s'])} | "
+            f"{lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | {lat['p99_ms']:.1f} | "
+            f"{r['server_cpu_ms_per_request']:.2f} | {r['locust_cpu_ms_per_request']:.2f} | "
+            f"{r.get('loadavg_1m_after', '?')} |"
+        )
+    return head + "\n" + "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--signatures", type=Path, default=HERE / "results" / "signatures.json")
@@ -398,7 +430,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--numpy", type=Path, default=HERE / "results" / "numpy_baseline.json")
     p.add_argument("--vectors", type=Path, default=HERE / "results" / "vectors.json")
     p.add_argument("--service", type=Path, default=HERE / "results" / "service.json")
-    p.add_argument("--only", default="signatures,recall,end_to_end,numpy,vectors,service",
+    p.add_argument(
+        "--service-locust", type=Path, default=HERE / "results" / "service_locust.json"
+    )
+    p.add_argument("--only",
+                   default="signatures,recall,end_to_end,numpy,vectors,service,service_locust",
                    help="comma-separated tables to print (default: all)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -414,6 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         print(vectors_table(json.loads(a.vectors.read_text())))
     if "service" in only and a.service.exists():
         print(service_table(json.loads(a.service.read_text())))
+    if "service_locust" in only and a.service_locust.exists():
+        print(service_locust_table(json.loads(a.service_locust.read_text())))
     return 0
 
 

@@ -52,6 +52,23 @@ def test_service_benchmark_quick_run(tmp_path: Path) -> None:
     assert data["neardup"]["recall"]["probes"] > 0 and data["ratios"]
 
 
+def test_service_locust_benchmark_quick_run(tmp_path: Path) -> None:
+    import importlib.util
+
+    # Not imported here: locust patches the standard library (gevent) when imported.
+    if importlib.util.find_spec("locust") is None:
+        pytest.skip("locust is not installed (the bench extra)")
+    out = tmp_path / "l.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "bench_service_locust.py"), "--quick",
+            "--root", str(tmp_path / "data"), "--out", str(out)]
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=600)
+    runs = json.loads(out.read_text())["runs"]
+    assert {(r["kind"], r["loop"]) for r in runs} == {
+        (k, loop) for k in ("candidates", "decide", "upsert") for loop in ("closed", "open")
+    }
+    assert all(r["errors"] == 0 and r["requests"] > 0 for r in runs)
+
+
 @pytest.mark.ray
 def test_ray_benchmark_quick_run(tmp_path: Path) -> None:
     pytest.importorskip("ray")

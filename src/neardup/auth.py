@@ -20,21 +20,26 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import CorruptFile, Forbidden, InvalidConfig, NeardupIOError, Unauthorized
 from .persist import atomic_write
 
-__all__ = ["AuditLog", "Keyring", "Principal", "Role"]
+__all__ = ["AuditLog", "Keyring", "Principal", "Role", "file_lock"]
+
+_log = logging.getLogger("neardup.auth")
 
 Role = Literal["producer", "reviewer", "operator"]
 _ROLES: tuple[Role, ...] = ("producer", "reviewer", "operator")
@@ -60,6 +65,33 @@ PERMISSIONS: dict[Role, frozenset[str]] = {
         }
     ),
 }
+
+
+@contextlib.contextmanager
+def file_lock(path: str) -> Iterator[None]:
+    """An exclusive advisory lock (``flock``) on ``path``, held for the block.
+
+    Serializes read-modify-write of a file shared by several server processes
+    (``neardup serve --workers N`` and ``neardup apikey``); the kernel drops the
+    lock if the holder dies.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise NeardupIOError(path, exc) from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _stat_sig(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _digest(secret: str) -> str:
@@ -102,9 +134,55 @@ class Keyring:
 
     def __init__(self, entries: Iterable[_Entry] = ()) -> None:
         self._entries: dict[str, _Entry] = {e.key_id: e for e in entries}
+        #: The file this ring follows (set by :meth:`load`): a change to it (a key
+        #: issued by another server process or by ``neardup apikey``) is picked up
+        #: by the next :meth:`authenticate`.
+        self._path: str | None = None
+        self._sig: tuple[int, int, int] | None = None
 
     @classmethod
     def load(cls, path: str) -> Keyring:
+        sig = _stat_sig(path)
+        ring = cls._read(path)
+        ring._path, ring._sig = path, sig
+        return ring
+
+    def refresh(self) -> None:
+        """Reread the key file if it changed since it was read (cheap: one ``stat``).
+
+        A file that cannot be read or parsed keeps the keys already loaded (and is
+        logged): a bad edit must not lock every caller out.
+        """
+        if self._path is None:
+            return
+        sig = _stat_sig(self._path)
+        if sig == self._sig:
+            return
+        try:
+            fresh = self._read(self._path)
+        except (CorruptFile, NeardupIOError) as exc:
+            _log.error("keys file changed but cannot be read; keeping the loaded keys: %s", exc)
+            self._sig = sig
+            return
+        self._entries, self._sig = fresh._entries, sig
+
+    def add_saved(self, path: str, role: str, tenants: Sequence[str]) -> str:
+        """:meth:`add` a key to the key file at ``path`` under a file lock (reread
+        first, so keys other processes added meanwhile are kept); returns the token."""
+        with file_lock(path + ".lock"):
+            if self._path == path:
+                self._sig = None  # force the reread
+                self.refresh()
+            else:
+                self._entries = self._read(path)._entries
+            token = self.add(role, tenants)
+            self.save(path)
+            if self._path == path:
+                self._sig = _stat_sig(path)
+        return token
+
+    @classmethod
+    def _read(cls, path: str) -> Keyring:
         try:
             with open(path, encoding="utf-8") as fh:
                 doc = json.load(fh)
@@ -167,6 +245,7 @@ class Keyring:
     def authenticate(self, authorization: str | None) -> Principal:
         """The caller of an ``Authorization: Bearer nd_<id>_<secret>`` header."""
         fix = "send Authorization: Bearer nd_<key id>_<secret> with a key issued by an operator"
+        self.refresh()
         if not authorization or not authorization.startswith("Bearer "):
             raise Unauthorized("no API key presented", fix)
         token = authorization[7:].strip()
@@ -194,13 +273,48 @@ class AuditLog:
         self.path = path
         self._lock = threading.Lock()
         self._prev = "0" * 64
-        if os.path.exists(path):
-            self._prev, end = self.verify(path)
-            if end < os.path.getsize(path):
-                # A torn last line (crash mid-append) is dropped, as in the command log.
-                with open(path, "r+b") as fh:
-                    fh.truncate(end)
-                    os.fsync(fh.fileno())
+        #: Where whole lines ended after this process's last look at the file.  Other
+        #: server processes (``neardup serve --workers N``) append to the same file
+        #: under ``path + ".lock"``; a file that grew meanwhile is re-read at its
+        #: tail so the chain continues from *their* last line.
+        self._end = 0
+        with file_lock(path + ".lock"):
+            if os.path.exists(path):
+                self._prev, end = self.verify(path)
+                if end < os.path.getsize(path):
+                    # A torn last line (crash mid-append) is dropped, as in the command log.
+                    with open(path, "r+b") as fh:
+                        fh.truncate(end)
+                        os.fsync(fh.fileno())
+                self._end = end
+
+    def _resync(self, fh: Any) -> None:
+        """Continue the chain after lines another process appended (lock held)."""
+        size = fh.seek(0, os.SEEK_END)
+        if size == self._end:
+            return
+        # Read back from the end until the last whole line is in the buffer.
+        buf, pos = b"", size
+        last_nl = prev_nl = -1
+        while pos > 0:
+            step = min(65536, pos)
+            pos -= step
+            fh.seek(pos)
+            buf = fh.read(step) + buf
+            last_nl = buf.rfind(b"\n")
+            prev_nl = buf.rfind(b"\n", 0, last_nl) if last_nl > 0 else -1
+            if prev_nl >= 0:
+                break
+        end = pos + last_nl + 1 if last_nl >= 0 else 0
+        if end < size:
+            # A torn line: a process died mid-append (it held the lock); drop it.
+            fh.truncate(end)
+            os.fsync(fh.fileno())
+        if last_nl >= 0:
+            self._prev = hashlib.sha256(buf[prev_nl + 1 : last_nl]).hexdigest()
+        else:
+            self._prev = "0" * 64
+        self._end = end
 
     @staticmethod
     def verify(path: str) -> tuple[str, int]:
@@ -235,12 +349,15 @@ class AuditLog:
                 **fields,
                 "prev": self._prev,
             }
-            line = json.dumps(rec, sort_keys=True, separators=(",", ":")).encode()
             try:
-                with open(self.path, "ab") as fh:
+                with file_lock(self.path + ".lock"), open(self.path, "a+b") as fh:
+                    self._resync(fh)
+                    rec["prev"] = self._prev
+                    line = json.dumps(rec, sort_keys=True, separators=(",", ":")).encode()
                     fh.write(line + b"\n")
                     fh.flush()
                     os.fsync(fh.fileno())
+                    self._end = fh.tell()
             except OSError as exc:
                 raise NeardupIOError(self.path, exc) from exc
             self._prev = hashlib.sha256(line).hexdigest()

@@ -1190,6 +1190,14 @@ def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--audit-interval", type=float, default=60.0, show_default=True,
               help="At most one exact audit per tenant per this many seconds.")
 @click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes, each serving the tenants a stable hash of the tenant id "
+    "gives it, behind one front process on --port; 1: a single process. "
+    "[default: the number of CPUs]",
+)
 def serve(**opts: Any) -> None:
     """Run the multi-tenant dedup service (HTTP + JSON) over an embedded store.
 
@@ -1205,13 +1213,21 @@ def serve(**opts: Any) -> None:
 
         from .server import create_app
         from .service import Service
+        from .workers import default_workers
     except ImportError as exc:
         click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
         sys.exit(2)
+    workers = opts["workers"] or default_workers()
     with _errors():
         cfg = _service_config(opts)
+        token = None
         if not os.path.exists(cfg.keys_file):
-            svc, token = Service.init(cfg, operator_tenants=list(opts["operator_tenant"]))
+            token = Service.bootstrap(cfg, operator_tenants=list(opts["operator_tenant"]))
+        if workers == 1:
+            svc = Service(cfg)
+        else:
+            _check_service_files(cfg)
+        if token is not None:
             if opts["bootstrap_token_file"]:
                 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
                 fd = os.open(opts["bootstrap_token_file"], flags, 0o600)
@@ -1219,10 +1235,46 @@ def serve(**opts: Any) -> None:
                     fh.write(token + "\n")
             else:
                 click.echo(f"operator API key (shown once): {token}", err=True)
-        else:
-            svc = Service(cfg)
-    app = create_app(svc, close_on_shutdown=True)
-    uvicorn.run(app, host=opts["host"], port=opts["port"], log_level=opts["log_level"])
+    if workers == 1:
+        app = create_app(svc, close_on_shutdown=True)
+        uvicorn.run(app, host=opts["host"], port=opts["port"], log_level=opts["log_level"])
+        return
+    _serve_front(opts, cfg, workers)
+
+
+def _check_service_files(cfg: Any) -> None:
+    """What a single-process start checks first (master key, key file, audit log), so
+    that a bad file stops ``serve --workers N`` with the same message."""
+    import os
+
+    from .auth import AuditLog, Keyring
+    from .service import load_master
+
+    load_master(cfg.master_key_file)
+    Keyring.load(cfg.keys_file)
+    os.makedirs(os.path.join(cfg.data_dir, "tenants"), exist_ok=True)
+    AuditLog(os.path.join(cfg.data_dir, "audit.jsonl"))
+
+
+def _serve_front(opts: dict[str, Any], cfg: Any, workers: int) -> None:
+    import uvicorn
+
+    from .workers import Front, worker_command
+
+    def worker_cmd(index: int, socket: str) -> list[str]:
+        return worker_command(cfg, index, workers, socket, log_level=opts["log_level"])
+
+    front = Front(worker_cmd, workers, cfg.data_dir, cfg.keys_file)
+    uvicorn.run(
+        front,
+        host=opts["host"],
+        port=opts["port"],
+        log_level=opts["log_level"],
+        lifespan="on",
+        # The workers' answers carry their own Date and Server headers.
+        server_header=False,
+        date_header=False,
+    )
 
 
 @main.command()
@@ -1244,9 +1296,8 @@ def apikey(**opts: Any) -> None:
 
     with _errors():
         cfg = _service_config(opts)
-        ring = Keyring.load(cfg.keys_file)
-        token = ring.add(opts["role"], list(opts["tenants"]))
-        ring.save(cfg.keys_file)
+        # Locked and reread: a running server may be adding keys to the same file.
+        token = Keyring().add_saved(cfg.keys_file, opts["role"], list(opts["tenants"]))
     click.echo(token)
 
 

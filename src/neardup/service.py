@@ -332,15 +332,21 @@ class Service:
     ) -> tuple[Service, str]:
         """Create the master secret and key file if absent; returns the service and a
         new operator token for ``operator_tenants`` (shown once; store it safely)."""
+        token = cls.bootstrap(config, operator_tenants=operator_tenants)
+        return cls(config), token
+
+    @staticmethod
+    def bootstrap(config: ServiceConfig, *, operator_tenants: Sequence[str] = ()) -> str:
+        """:meth:`init` without opening the service: the master secret if absent and a
+        new operator key (its token is returned)."""
         if not os.path.exists(config.master_key_file):
             os.makedirs(os.path.dirname(os.path.abspath(config.master_key_file)), exist_ok=True)
             atomic_write(config.master_key_file, secrets.token_hex(32).encode() + b"\n")
             os.chmod(config.master_key_file, 0o600)
-        ring = Keyring.load(config.keys_file)
-        token = ring.add("operator", list(operator_tenants) or ["default"])
         os.makedirs(os.path.dirname(os.path.abspath(config.keys_file)), exist_ok=True)
-        ring.save(config.keys_file)
-        return cls(config), token
+        return Keyring().add_saved(
+            config.keys_file, "operator", list(operator_tenants) or ["default"]
+        )
 
     def _tenant_kw(self) -> dict[str, Any]:
         return {
@@ -571,8 +577,9 @@ class Service:
         for t in tenants:
             principal.require("tenant", t)
         with self._lock:
-            token = self.keyring.add(role, tenants)
-            self.keyring.save(self.config.keys_file)
+            # Under a file lock, after rereading the file: other server processes
+            # (``--workers``) and ``neardup apikey`` add keys to the same file.
+            token = self.keyring.add_saved(self.config.keys_file, role, tenants)
         self.audit.write(
             principal, "add_key", ",".join(tenants), role=role, key_id=token.split("_")[1]
         )
