@@ -51,10 +51,16 @@ from .decisions import Policy, chain_hash
 from .persist import atomic_write
 from .tenant import Guard, Tenant, TenantConfig
 
-__all__ = ["POINTER", "Migration", "load_tenant", "read_pointer"]
+__all__ = ["POINTER", "Migration", "is_tenant_root", "load_tenant", "read_pointer"]
 
 Role = Literal["shadow", "previous"]
 POINTER = "LIVE.json"
+
+
+def is_tenant_root(path: str) -> bool:
+    """Whether ``path`` holds a tenant: its first version (``tenant.json``), or only
+    ``LIVE.json`` once that first version was retired after a promotion."""
+    return any(os.path.exists(os.path.join(path, f)) for f in ("tenant.json", POINTER))
 
 
 def read_pointer(root: str) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from ._errors import (
 from ._validate import INT64_MAX, check, check_int, short
 from .auth import PERMISSIONS, AuditLog, Keyring, Principal
 from .decisions import Policy, PolicyGuard
-from .migration import POINTER, Migration, load_tenant
+from .migration import Migration, is_tenant_root, load_tenant
 from .persist import atomic_write
 from .schemas import SCHEMAS
 from .tenant import Tenant, TenantConfig, valid_tenant_id
@@ -235,9 +235,7 @@ class Service:
         self.failed: dict[str, dict[str, Any]] = {}
         tdir = os.path.join(config.data_dir, "tenants")
         for name in sorted(os.listdir(tdir)):
-            # A tenant whose first version was retired after a promotion has no
-            # tenant.json in its root, only LIVE.json pointing at the live version.
-            if any(os.path.exists(os.path.join(tdir, name, f)) for f in ("tenant.json", POINTER)):
+            if is_tenant_root(os.path.join(tdir, name)):
                 self._open_tenant(name)
 
     def _open_tenant(self, name: str) -> Tenant | None:

@@ -65,6 +65,7 @@ from typing import Any
 
 from ._errors import CorruptFile, NeardupError, NotFound, TenantUnavailable
 from .auth import Keyring, Principal
+from .migration import is_tenant_root
 from .persist import atomic_write
 from .service import Service, ServiceConfig
 from .tenant import Tenant, valid_tenant_id
@@ -765,7 +766,7 @@ class Front:
             names = sorted(os.listdir(tdir))
         except OSError:
             return []
-        return [n for n in names if os.path.exists(os.path.join(tdir, n, "tenant.json"))]
+        return [n for n in names if is_tenant_root(os.path.join(tdir, n))]
 
     async def readyz(self) -> tuple[int, dict[str, Any]]:
         answers = await asyncio.gather(*(self._get(w, "/readyz") for w in self.workers))
