@@ -1749,17 +1749,8 @@ class Tenant:
             own = self.policy_history(placeholder=placeholder)
             missing = self._missing_policies(own, history, f"tenant {self.tenant!r} ({source})")
             for doc in missing:
-                pol = Policy.from_dict(doc)
                 events.append(
-                    self._record(
-                        "policy",
-                        None,
-                        actor,
-                        policy=pol.to_dict(),
-                        fingerprint=pol.fingerprint,
-                        inherited=True,
-                        source=source,
-                    )
+                    self._record_policy(Policy.from_dict(doc), actor, source, inherited=True)
                 )
             versions = [int(d["version"]) for d in [*own, *history]]
             top = max([*versions, self.policy.version])
@@ -1770,17 +1761,21 @@ class Tenant:
             )
             if not (newer and self.policy.to_dict() == want):
                 pol = Policy.from_dict({**desired.to_dict(), "version": top + 1})
-                events.append(
-                    self._record(
-                        "policy",
-                        None,
-                        actor,
-                        policy=pol.to_dict(),
-                        fingerprint=pol.fingerprint,
-                        source=source,
-                    )
-                )
+                events.append(self._record_policy(pol, actor, source))
         return events
+
+    def _record_policy(
+        self, pol: Policy, actor: str | None, source: str, **extra: Any
+    ) -> dict[str, Any]:
+        return self._record(
+            "policy",
+            None,
+            actor,
+            policy=pol.to_dict(),
+            fingerprint=pol.fingerprint,
+            **extra,
+            source=source,
+        )
 
     def _initial_policy(self) -> Policy:
         return self.config.initial_policy()
