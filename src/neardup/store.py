@@ -1,10 +1,12 @@
 """The per-tenant feature store: canonical features in SQLite (WAL), sealed at rest.
 
 One row per stored item version: its position in the band index, the item id,
-the exact-content hash, the sorted distinct shingle hashes (sealed with the
-tenant's feature key, bound to the row's position so rows cannot be swapped),
-optionally the normalized text (sealed; only when the tenant retains text), and
-the band keys (so the in-memory index is rebuilt without re-hashing).
+the exact-content hash, the sorted distinct shingle hashes, optionally the
+normalized text (only when the tenant retains text), and the band keys (so the
+in-memory index is rebuilt without re-hashing).  Every value a request sent is
+sealed with the tenant's store key; ids are sealed deterministically so that
+lookups and joins work on the sealed bytes (see :mod:`neardup.storeformat`,
+which also upgrades stores of the first format).
 
 The store is *derived* state: every change is first written to the command log
 (:mod:`neardup.cmdlog`), and ``meta.applied_seq`` records the last command
@@ -32,18 +34,16 @@ checksums are computed from its content after the integrity check passes.
 Measured on a 173 MB store of 50,000 items (150,000 rows): integrity check
 0.13-0.24 s warm, row checksums 0.65-1.0 s warm; cold, reading the file
 dominates (2.7 s at this machine's disk).  The checksums detect damage, not
-tampering (they are keyless; features and text are AES-GCM sealed for that).
+tampering (they are keyless; the sealed values are authenticated for that).
 """
 
 from __future__ import annotations
 
 import errno
-import functools
 import hashlib
 import json
 import os
 import sqlite3
-import struct
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -54,150 +54,20 @@ import numpy.typing as npt
 
 from ._crypto import Sealer
 from ._errors import CorruptFile, NeardupIOError
+from .storeformat import (
+    FORMAT,
+    SCHEMA,
+    SCHEMA_V1,
+    SUMS,
+    RowSeal,
+    norm_sql,
+    row_digest,
+    rowmix,
+    schema_parts,
+    upgrade_v1,
+)
 
 __all__ = ["FeatureStore", "StoredItem", "store_error"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS items (
-  pos INTEGER PRIMARY KEY,
-  item_id TEXT NOT NULL,
-  version INTEGER NOT NULL,
-  content_hash INTEGER NOT NULL,
-  n_shingles INTEGER NOT NULL,
-  features BLOB,
-  text BLOB,
-  bandkeys BLOB,
-  media_type TEXT,
-  source_time TEXT,
-  tombstone_epoch INTEGER
-);
-CREATE INDEX IF NOT EXISTS items_by_id ON items(item_id, pos);
-CREATE INDEX IF NOT EXISTS items_by_hash ON items(content_hash);
-CREATE TABLE IF NOT EXISTS idem (
-  key TEXT PRIMARY KEY,
-  body_sha TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  response BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-  seq INTEGER PRIMARY KEY,
-  kind TEXT NOT NULL,
-  item_id TEXT,
-  record TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS links (
-  item_id TEXT PRIMARY KEY,
-  state TEXT NOT NULL,
-  canonical TEXT,
-  seq INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS links_by_canonical ON links(canonical);
-CREATE TABLE IF NOT EXISTS policies (
-  version INTEGER PRIMARY KEY,
-  doc TEXT NOT NULL,
-  seq INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS failed (
-  seq INTEGER PRIMARY KEY,
-  op TEXT NOT NULL,
-  reason TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS labels (
-  seq INTEGER PRIMARY KEY,
-  reviewer TEXT NOT NULL,
-  left_id TEXT NOT NULL,
-  right_id TEXT NOT NULL,
-  score REAL NOT NULL,
-  label TEXT NOT NULL,
-  record TEXT NOT NULL
-);
-"""
-
-
-_SUMS = "nd_rowsums"
-_DIGEST_PERSON = b"nd-rowsum-v1"
-_F64 = struct.Struct("<d")
-
-
-def _row_digest(table: bytes, row: Sequence[Any]) -> int:
-    """Keyless 64-bit digest of one row: the table name and each column, typed."""
-    parts: list[bytes] = [table]
-    for v in row:
-        t = type(v)
-        if v is None:
-            parts.append(b"\x00")
-        elif t is int:
-            parts.append(b"\x01" + int(v).to_bytes(8, "little", signed=True))
-        elif t is str:
-            b = str(v).encode("utf-8", "surrogatepass")
-            parts.append(b"\x02" + len(b).to_bytes(4, "little"))
-            parts.append(b)
-        elif t is bytes:
-            parts.append(b"\x03" + len(v).to_bytes(4, "little"))
-            parts.append(v)
-        else:
-            parts.append(b"\x04" + _F64.pack(float(v)))
-    h = hashlib.blake2b(b"".join(parts), digest_size=8, person=_DIGEST_PERSON)
-    return int.from_bytes(h.digest(), "little", signed=True)
-
-
-def _rowmix(x: int, table: str, *row: Any) -> int:
-    """``x`` XOR the digest of ``row`` (the triggers' SQL function ``nd_rowmix``)."""
-    return int(x) ^ _row_digest(table.encode(), row)
-
-
-def _norm_sql(sql: str | None) -> str | None:
-    return None if sql is None else " ".join(sql.split())
-
-
-def _expected_schema() -> tuple[
-    dict[str, tuple[str, ...]], str, set[tuple[str, str, str, str]]
-]:
-    """Columns of each checksummed table, the checksum SQL (table + triggers) and
-    every ``sqlite_master`` entry (type, name, table, normalized SQL) of a store."""
-    mem = sqlite3.connect(":memory:")
-    try:
-        mem.executescript(_SCHEMA)
-        tables = [
-            str(r[0])
-            for r in mem.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
-        ]
-        cols = {
-            t: tuple(str(r[1]) for r in mem.execute(f"PRAGMA table_info({t})"))
-            for t in tables
-        }
-        sql = [
-            f"CREATE TABLE IF NOT EXISTS {_SUMS} "
-            "(tbl TEXT PRIMARY KEY, x INTEGER NOT NULL);"
-        ]
-        for t, cs in cols.items():
-            new = ", ".join(f"NEW.{c}" for c in cs)
-            old = ", ".join(f"OLD.{c}" for c in cs)
-            mix = f"UPDATE {_SUMS} SET x = nd_rowmix"  # noqa: S608
-            sql += [
-                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_ins AFTER INSERT ON {t} BEGIN "
-                f"{mix}(x, '{t}', {new}) WHERE tbl = '{t}'; END;",
-                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_del AFTER DELETE ON {t} BEGIN "
-                f"{mix}(x, '{t}', {old}) WHERE tbl = '{t}'; END;",
-                f"CREATE TRIGGER IF NOT EXISTS nd_sum_{t}_upd AFTER UPDATE ON {t} BEGIN "
-                f"{mix}(nd_rowmix(x, '{t}', {old}), '{t}', {new}) WHERE tbl = '{t}'; END;",
-            ]
-        sums_sql = "\n".join(sql)
-        mem.create_function("nd_rowmix", -1, _rowmix, deterministic=True)
-        mem.executescript(sums_sql)
-        entries = {
-            (str(a), str(b), str(c), str(_norm_sql(d)))
-            for a, b, c, d in mem.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")
-        }
-    finally:
-        mem.close()
-    return cols, sums_sql, entries
-
-
-# Derived from _SCHEMA on first use (an in-memory SQLite database), not at import.
-_schema_parts = functools.cache(_expected_schema)
-
 
 # SQLite result codes of the environment (full disk, permissions, locks, write
 # errors): rebuilding the store would fail the same way, so they are not damage.
@@ -338,12 +208,15 @@ class FeatureStore:
         any failure is raised as :class:`~neardup.CorruptFile` naming ``path``
         (damage: the caller may set the file aside and rebuild it) or
         :class:`~neardup.NeardupIOError` (the disk or the environment, not the
-        file: rebuilding would not help), never as a raw ``sqlite3`` error.
+        file: rebuilding would not help), never as a raw ``sqlite3`` error.  A
+        format-1 store is verified, then upgraded in one transaction.
         """
         self.path = path
         self._sealer = sealer
         self._tenant = tenant
+        self._seal = RowSeal(sealer, tenant, path)
         self._pending_applied: int | None = None
+        self.upgraded_rows = 0
         try:
             self._db = _Serialized(
                 sqlite3.connect(path, check_same_thread=False, isolation_level=None)
@@ -351,7 +224,7 @@ class FeatureStore:
         except sqlite3.Error as exc:
             raise store_error(path, exc, "cannot open it") from exc
         try:
-            self._db.create_function("nd_rowmix", -1, _rowmix, deterministic=True)
+            self._db.create_function("nd_rowmix", -1, rowmix, deterministic=True)
             # REPLACE deletes the row it replaces: only with recursive triggers does
             # that deletion reach the row checksum.
             self._db.execute("PRAGMA recursive_triggers=ON")
@@ -362,7 +235,11 @@ class FeatureStore:
             problem = self.integrity_problem()
             if problem is not None:
                 raise CorruptFile(path, f"SQLite integrity check failed: {problem}")
-            self._verify_rows(self._check_schema())
+            present = self._schema_entries()
+            if self._is_format1(present):
+                self._upgrade(present)
+                present = self._schema_entries()
+            self._verify_rows(SCHEMA, self._check_schema(present))
             v = self.meta("applied_seq")
             try:
                 self._applied = int(v) if v is not None else 0
@@ -373,6 +250,13 @@ class FeatureStore:
                 self._set_meta("tenant", tenant)
             elif stored != tenant:
                 raise CorruptFile(path, f"feature store of tenant {stored!r}, expected {tenant!r}")
+            fmt = self.meta("format")
+            if fmt is None:
+                self._set_meta("format", str(FORMAT))
+            elif fmt != str(FORMAT):
+                raise CorruptFile(
+                    path, f"meta format is {fmt!r}; this version reads format {FORMAT}"
+                )
         except BaseException as exc:
             self._db.close()
             if isinstance(exc, sqlite3.Error):
@@ -407,18 +291,22 @@ class FeatureStore:
         """The last command applied (cached; written in each change's transaction)."""
         return self._applied
 
-    def _check_schema(self) -> set[str]:
-        """Refuse schema entries this version does not create; create the missing
-        ones.  Returns the tables whose checksum must be computed (adopted) rather
-        than verified: all of them in a new store or one written before checksums
-        existed, a table this version adds in an older one."""
-        present = {
-            (str(a), str(b), str(c), str(_norm_sql(d)))
+    # -- format and verification -------------------------------------------------
+    def _schema_entries(self) -> set[tuple[str, str, str, str]]:
+        return {
+            (str(a), str(b), str(c), str(norm_sql(d)))
             for a, b, c, d in self._db.execute(
                 "SELECT type, name, tbl_name, sql FROM sqlite_master"
             )
         }
-        unknown = sorted(present - _schema_parts()[2])
+
+    @staticmethod
+    def _is_format1(present: set[tuple[str, str, str, str]]) -> bool:
+        items = [e for e in present if e[0] == "table" and e[1] == "items"]
+        return bool(items) and items[0] in schema_parts(SCHEMA_V1).entries
+
+    def _refuse_unknown(self, present: set[tuple[str, str, str, str]], schema: str) -> None:
+        unknown = sorted(present - schema_parts(schema).entries)
         if unknown:
             kind, name, _tbl, sql = unknown[0]
             raise CorruptFile(
@@ -426,12 +314,50 @@ class FeatureStore:
                 f"schema entry {kind} {name!r} ({sql[:120]}) is not one this store "
                 f"creates ({len(unknown)} such entries)",
             )
+
+    def _upgrade(self, present: set[tuple[str, str, str, str]]) -> None:
+        """Verify a format-1 store as it is, then rewrite it as format 2 in one
+        transaction (a crash leaves format 1; the next open upgrades again)."""
+        self._refuse_unknown(present, SCHEMA_V1)
+        names = {e[1] for e in present if e[0] == "table"}
+        if SUMS in names:
+            summed = {str(r[0]) for r in self._db.execute(f"SELECT tbl FROM {SUMS}")}  # noqa: S608
+            missing = sorted(t for t in names & set(schema_parts(SCHEMA_V1).columns) - summed)
+            if missing:
+                raise CorruptFile(self.path, f"table {missing[0]!r} has no row checksum")
+            self._verify_rows(SCHEMA_V1, set(schema_parts(SCHEMA_V1).columns) - names)
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self.upgraded_rows = upgrade_v1(self._db, self._seal, names)
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta(k, v) VALUES ('format', ?)", (str(FORMAT),)
+            )
+            for table in schema_parts(SCHEMA).columns:
+                self._db.execute(
+                    f"INSERT OR REPLACE INTO {SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
+                    (table, self._table_digest(SCHEMA, table)),
+                )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        # The format-1 pages are free now but still hold the clear values: rewrite
+        # the file without them, and empty the WAL that carried them.
+        self._db.execute("VACUUM")
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _check_schema(self, present: set[tuple[str, str, str, str]]) -> set[str]:
+        """Refuse schema entries this version does not create; create the missing
+        ones.  Returns the tables whose checksum must be computed (adopted) rather
+        than verified: all of them in a new or just upgraded store, a table this
+        version adds in an older one."""
+        self._refuse_unknown(present, SCHEMA)
         names = {e[1] for e in present}
-        had_sums = _SUMS in names
-        self._db.executescript(_SCHEMA + _schema_parts()[1])
-        summed = {str(r[0]) for r in self._db.execute(f"SELECT tbl FROM {_SUMS}")}  # noqa: S608
+        had_sums = SUMS in names
+        self._db.executescript(SCHEMA + schema_parts(SCHEMA).sums_sql)
+        summed = {str(r[0]) for r in self._db.execute(f"SELECT tbl FROM {SUMS}")}  # noqa: S608
         adopt: set[str] = set()
-        for table in _schema_parts()[0]:
+        for table in schema_parts(SCHEMA).columns:
             if table in summed:
                 continue
             if had_sums and table in names:
@@ -439,32 +365,33 @@ class FeatureStore:
             adopt.add(table)
         return adopt
 
-    def _table_digest(self, table: str) -> int:
-        cols = ", ".join(_schema_parts()[0][table])
+    def _table_digest(self, schema: str, table: str) -> int:
+        cols = ", ".join(schema_parts(schema).columns[table])
         x, name = 0, table.encode()
         for row in self._db.execute(f"SELECT {cols} FROM {table}"):  # noqa: S608
-            x ^= _row_digest(name, row)
+            x ^= row_digest(name, row)
         return x
 
-    def _verify_rows(self, adopt: set[str]) -> None:
+    def _verify_rows(self, schema: str, adopt: set[str]) -> None:
         """Every table's rows against its checksum; adopt (compute) those in ``adopt``."""
-        if adopt:
+        tables = schema_parts(schema).columns
+        if adopt and schema == SCHEMA:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for table in sorted(adopt):
                     self._db.execute(
-                        f"INSERT INTO {_SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
-                        (table, self._table_digest(table)),
+                        f"INSERT OR REPLACE INTO {SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
+                        (table, self._table_digest(schema, table)),
                     )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-        sums = dict(self._db.execute(f"SELECT tbl, x FROM {_SUMS}").fetchall())  # noqa: S608
-        for table in _schema_parts()[0]:
+        sums = dict(self._db.execute(f"SELECT tbl, x FROM {SUMS}").fetchall())  # noqa: S608
+        for table in tables:
             if table in adopt:
                 continue
-            got = self._table_digest(table)
+            got = self._table_digest(schema, table)
             if got != sums[table]:
                 raise CorruptFile(
                     self.path,
@@ -493,16 +420,31 @@ class FeatureStore:
         return self.integrity_problem() is None
 
     # -- sealing -----------------------------------------------------------------
-    def _aad(self, pos: int, what: bytes) -> bytes:
-        return f"{self._tenant}\x00{pos}\x00".encode() + what
+    def _id(self, item_id: str) -> bytes:
+        return self._seal.ref("id", item_id)
+
+    def _unid(self, blob: bytes | None) -> str | None:
+        return None if blob is None else self._seal.unref("id", blob)
+
+    def _idem_ref(self, key: str) -> bytes:
+        return self._seal.ref("idem", key)
 
     def _seal_features(self, pos: int, features: npt.NDArray[np.uint64]) -> bytes:
         raw = np.ascontiguousarray(features, dtype="<u8").tobytes()
-        return self._sealer.seal(raw, self._aad(pos, b"features"))
+        return self._sealer.seal(raw, self._seal.pos_ad(pos, b"features"))
 
     def _open_features(self, pos: int, blob: bytes) -> npt.NDArray[np.uint64]:
-        raw = self._sealer.open(blob, self._aad(pos, b"features"), what=f"{self.path} item {pos}")
+        ad = self._seal.pos_ad(pos, b"features")
+        raw = self._sealer.open(blob, ad, what=f"{self.path} item {pos}")
         return np.frombuffer(raw, dtype="<u8").astype(np.uint64)
+
+    def _open_bandkeys(self, pos: int, blob: bytes) -> bytes:
+        raw = self._seal.unbind("bandkeys", pos, blob)
+        return b"" if raw is None else raw
+
+    def _record(self, scope: str, key: object, blob: bytes) -> dict[str, Any]:
+        d: dict[str, Any] = json.loads(self._seal.unbind_str(scope, key, blob) or "null")
+        return d
 
     # -- reads -------------------------------------------------------------------
     def next_pos(self) -> int:
@@ -513,21 +455,21 @@ class FeatureStore:
         row = self._db.execute(
             "SELECT pos, item_id, version, content_hash, n_shingles, tombstone_epoch, "
             "media_type, source_time FROM items WHERE item_id=? ORDER BY pos DESC LIMIT 1",
-            (item_id,),
+            (self._id(item_id),),
         ).fetchone()
-        return None if row is None else self._item(row)
+        return None if row is None else self._item(row, item_id)
 
-    @staticmethod
-    def _item(row: Sequence[Any]) -> StoredItem:
+    def _item(self, row: Sequence[Any], item_id: str | None = None) -> StoredItem:
+        pos = int(row[0])
         return StoredItem(
-            int(row[0]),
-            str(row[1]),
+            pos,
+            item_id if item_id is not None else str(self._unid(row[1])),
             int(row[2]),
             _unsigned(int(row[3])),
             int(row[4]),
             None if row[5] is None else int(row[5]),
-            row[6],
-            row[7],
+            self._seal.unbind_str("media_type", pos, row[6]),
+            self._seal.unbind_str("source_time", pos, row[7]),
         )
 
     def live_count(self) -> int:
@@ -561,7 +503,10 @@ class FeatureStore:
                 chunk,
             ).fetchall()
             for pos, item_id, blob in rows:
-                out[int(pos)] = (str(item_id), self._open_features(int(pos), bytes(blob)))
+                out[int(pos)] = (
+                    str(self._unid(item_id)),
+                    self._open_features(int(pos), bytes(blob)),
+                )
         return out
 
     def text(self, pos: int) -> str | None:
@@ -569,7 +514,7 @@ class FeatureStore:
         if row is None or row[0] is None:
             return None
         raw = self._sealer.open(
-            bytes(row[0]), self._aad(pos, b"text"), what=f"{self.path} text {pos}"
+            bytes(row[0]), self._seal.pos_ad(pos, b"text"), what=f"{self.path} text {pos}"
         )
         return raw.decode("utf-8")
 
@@ -579,19 +524,33 @@ class FeatureStore:
             "SELECT pos, bandkeys FROM items WHERE tombstone_epoch IS NULL ORDER BY pos"
         ).fetchall()
         pos = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-        keys = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype="<u4").astype(np.uint32)
+        raw = b"".join(self._open_bandkeys(int(p), bytes(b)) for p, b in rows)
+        keys = np.frombuffer(raw, dtype="<u4").astype(np.uint32)
         return pos, keys.reshape(len(rows), bands)
 
     def idempotent(self, key: str) -> tuple[str, bytes] | None:
-        row = self._db.execute("SELECT body_sha, response FROM idem WHERE key=?", (key,)).fetchone()
-        return None if row is None else (str(row[0]), bytes(row[1]))
+        ref = self._idem_ref(key)
+        row = self._db.execute("SELECT body_sha, response FROM idem WHERE key=?", (ref,)).fetchone()
+        if row is None:
+            return None
+        body = self._seal.unbind_str("idem-body", ref.hex(), row[0])
+        resp = self._seal.unbind("idem-response", ref.hex(), row[1])
+        return str(body), bytes(resp or b"")
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
-        """Every item row in position order (for digests)."""
-        yield from self._db.execute(
+        """Every item row in position order, opened (for digests)."""
+        for r in self._db.execute(
             "SELECT pos, item_id, version, content_hash, n_shingles, features IS NOT NULL, "
             "tombstone_epoch, media_type, source_time FROM items ORDER BY pos"
-        )
+        ):
+            pos = int(r[0])
+            yield (
+                pos,
+                self._unid(r[1]),
+                *r[2:7],
+                self._seal.unbind_str("media_type", pos, r[7]),
+                self._seal.unbind_str("source_time", pos, r[8]),
+            )
 
     def all_features(self, stride: int = 1) -> Iterator[tuple[int, str, npt.NDArray[np.uint64]]]:
         """Live items' features in position order; with ``stride`` only positions that
@@ -601,61 +560,97 @@ class FeatureStore:
             "AND features IS NOT NULL AND pos % ? = 0 ORDER BY pos",
             (max(int(stride), 1),),
         ):
-            yield int(pos), str(item_id), self._open_features(int(pos), bytes(blob))
+            yield int(pos), str(self._unid(item_id)), self._open_features(int(pos), bytes(blob))
 
     def digest(self) -> str:
-        """SHA-256 over the logical content (items, features, tombstones, idempotency)."""
+        """SHA-256 over the logical content (items, features, tombstones, idempotency),
+        computed on opened values: the same in every on-disk format."""
         h = hashlib.sha256()
         for row in self.rows():
             h.update(json.dumps(list(row), separators=(",", ":")).encode())
         for pos, _item, feats in self.all_features():
             h.update(pos.to_bytes(8, "little") + feats.astype("<u8").tobytes())
-        for key, body_sha, seq, resp in self._db.execute(
-            "SELECT key, body_sha, seq, response FROM idem ORDER BY key"
+        idem = []
+        for ref, body, seq, resp in self._db.execute(
+            "SELECT key, body_sha, seq, response FROM idem"
         ):
-            h.update(f"{key}\x00{body_sha}\x00{seq}\x00".encode() + bytes(resp))
+            k = bytes(ref).hex()
+            idem.append(
+                (
+                    self._seal.unref("idem", ref),
+                    self._seal.unbind_str("idem-body", k, body),
+                    int(seq),
+                    self._seal.unbind("idem-response", k, resp) or b"",
+                )
+            )
+        for key, body_sha, seq, resp in sorted(idem, key=lambda e: e[0].encode()):
+            h.update(f"{key}\x00{body_sha}\x00{seq}\x00".encode() + resp)
         h.update(self.decision_digest().encode())
         h.update(str(self.applied_seq).encode())
         return h.hexdigest()
 
+    def _decision_rows(self, table: str) -> list[tuple[Any, ...]]:
+        """The rows of a decision table, opened, in the order the digest uses."""
+        s = self._seal
+        if table == "events":
+            return [
+                (seq, kind, self._unid(i), s.unbind_str("event", seq, rec))
+                for seq, kind, i, rec in self._db.execute("SELECT * FROM events ORDER BY seq")
+            ]
+        if table == "links":
+            rows = [
+                (self._unid(i), st, self._unid(c), seq)
+                for i, st, c, seq in self._db.execute("SELECT * FROM links")
+            ]
+            return sorted(rows, key=lambda r: str(r[0]).encode())
+        if table == "policies":
+            return [
+                (v, s.unbind_str("policy", v, doc), seq)
+                for v, doc, seq in self._db.execute("SELECT * FROM policies ORDER BY version")
+            ]
+        return [
+            (
+                seq,
+                s.unref("reviewer", rv),
+                self._unid(a),
+                self._unid(b),
+                score,
+                label,
+                s.unbind_str("label", seq, rec),
+            )
+            for seq, rv, a, b, score, label, rec in self._db.execute(
+                "SELECT * FROM labels ORDER BY seq"
+            )
+        ]
+
     def decision_digest(self) -> str:
         """SHA-256 over the decision layer: events, current links, policies, labels."""
         h = hashlib.sha256()
-        for table, order in (
-            ("events", "seq"),
-            ("links", "item_id"),
-            ("policies", "version"),
-            ("labels", "seq"),
-        ):
+        for table in ("events", "links", "policies", "labels"):
             h.update(table.encode())
-            for row in self._db.execute(f"SELECT * FROM {table} ORDER BY {order}"):  # noqa: S608
+            for row in self._decision_rows(table):
                 h.update(json.dumps(list(row), separators=(",", ":")).encode())
         return h.hexdigest()
 
     def link_state(self) -> dict[str, tuple[str, str | None]]:
         """item id -> (state, canonical) for items decided duplicate or review."""
-        return {
-            str(i): (str(st), None if c is None else str(c))
-            for i, st, c in self._db.execute(
-                "SELECT item_id, state, canonical FROM links ORDER BY item_id"
-            )
-        }
+        return {str(i): (str(st), c) for i, st, c, _seq in self._decision_rows("links")}
 
     def link(self, item_id: str) -> tuple[str, str | None] | None:
         row = self._db.execute(
-            "SELECT state, canonical FROM links WHERE item_id=?", (item_id,)
+            "SELECT state, canonical FROM links WHERE item_id=?", (self._id(item_id),)
         ).fetchone()
-        return None if row is None else (str(row[0]), None if row[1] is None else str(row[1]))
+        return None if row is None else (str(row[0]), self._unid(row[1]))
 
     def members(self, canonical: str) -> list[str]:
         """Live items linked as duplicates of ``canonical``, oldest current version first."""
         return [
-            str(r[0])
+            str(self._unid(r[0]))
             for r in self._db.execute(
                 "SELECT l.item_id FROM links l JOIN items i ON i.item_id = l.item_id "
                 "AND i.tombstone_epoch IS NULL WHERE l.canonical=? AND l.state='duplicate' "
                 "ORDER BY i.pos",
-                (canonical,),
+                (self._id(canonical),),
             )
         ]
 
@@ -664,7 +659,7 @@ class FeatureStore:
         link points at itself, at an item that is not live, or at another duplicate."""
         live = "SELECT 1 FROM items i WHERE i.item_id = {} AND i.tombstone_epoch IS NULL"
         return [
-            str(r[0])
+            str(self._unid(r[0]))
             for r in self._db.execute(
                 f"SELECT l.item_id FROM links l WHERE NOT EXISTS ({live.format('l.item_id')}) "  # noqa: S608
                 "OR (l.state = 'duplicate' AND (l.canonical IS NULL OR l.canonical = l.item_id "
@@ -675,75 +670,76 @@ class FeatureStore:
         ]
 
     def events(self, after: int = 0, limit: int = 1000) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for (rec,) in self._db.execute(
-            "SELECT record FROM events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
-        ):
-            d: dict[str, Any] = json.loads(rec)
-            out.append(d)
-        return out
+        return [
+            self._record("event", seq, rec)
+            for seq, rec in self._db.execute(
+                "SELECT seq, record FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after, limit),
+            )
+        ]
 
     def event(self, seq: int) -> dict[str, Any] | None:
         row = self._db.execute("SELECT record FROM events WHERE seq=?", (seq,)).fetchone()
-        if row is None:
-            return None
-        d: dict[str, Any] = json.loads(row[0])
-        return d
+        return None if row is None else self._record("event", seq, row[0])
 
     def last_event(self) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT record FROM events ORDER BY seq DESC LIMIT 1").fetchone()
-        if row is None:
-            return None
-        d: dict[str, Any] = json.loads(row[0])
-        return d
+        row = self._db.execute(
+            "SELECT seq, record FROM events ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else self._record("event", row[0], row[1])
 
     def policies(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for (doc,) in self._db.execute("SELECT doc FROM policies ORDER BY version"):
-            d: dict[str, Any] = json.loads(doc)
-            out.append(d)
-        return out
+        return [
+            self._record("policy", v, doc)
+            for v, doc in self._db.execute("SELECT version, doc FROM policies ORDER BY version")
+        ]
 
     def labels(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
-        for (rec,) in self._db.execute("SELECT record FROM labels ORDER BY seq"):
-            d: dict[str, Any] = json.loads(rec)
-            out.append(d)
-        return out
+        return [
+            self._record("label", seq, rec)
+            for seq, rec in self._db.execute("SELECT seq, record FROM labels ORDER BY seq")
+        ]
 
     def bandkeys(self, pos: int) -> npt.NDArray[np.uint32] | None:
         row = self._db.execute("SELECT bandkeys FROM items WHERE pos=?", (pos,)).fetchone()
         if row is None or row[0] is None:
             return None
-        return np.frombuffer(bytes(row[0]), dtype="<u4").astype(np.uint32)
+        raw = self._open_bandkeys(pos, bytes(row[0]))
+        return np.frombuffer(raw, dtype="<u4").astype(np.uint32)
 
     def _event(self, seq: int, event: dict[str, Any]) -> None:
         """Record a decision-log event and its effect (inside the caller's transaction)."""
         rec = json.dumps(event, sort_keys=True, separators=(",", ":"))
+        item = event.get("item_id")
         self._db.execute(
             "INSERT INTO events(seq, kind, item_id, record) VALUES (?,?,?,?)",
-            (seq, event["kind"], event.get("item_id"), rec),
+            (
+                seq,
+                event["kind"],
+                None if item is None else self._id(str(item)),
+                self._seal.bind("event", seq, rec),
+            ),
         )
         # Re-links (a cluster handed to a new canonical item) first, then the
         # event's own effect on its item.
         for link in [*event.get("relinks", ()), event.get("effect")]:
             if link is None:
                 continue
+            ref = self._id(str(link["item_id"]))
             if link["state"] in ("duplicate", "review"):
+                canonical = link.get("canonical")
                 self._db.execute(
                     "INSERT OR REPLACE INTO links(item_id, state, canonical, seq) VALUES (?,?,?,?)",
-                    (link["item_id"], link["state"], link.get("canonical"), seq),
+                    (ref, link["state"], None if canonical is None else self._id(canonical), seq),
                 )
             else:
-                self._db.execute("DELETE FROM links WHERE item_id=?", (link["item_id"],))
+                self._db.execute("DELETE FROM links WHERE item_id=?", (ref,))
         if event["kind"] == "policy":
+            version = event["policy"]["version"]
+            doc = json.dumps(event["policy"], sort_keys=True, separators=(",", ":"))
             self._db.execute(
                 "INSERT INTO policies(version, doc, seq) VALUES (?,?,?)",
-                (
-                    event["policy"]["version"],
-                    json.dumps(event["policy"], sort_keys=True, separators=(",", ":")),
-                    seq,
-                ),
+                (version, self._seal.bind("policy", version, doc), seq),
             )
         elif event["kind"] == "label":
             self._db.execute(
@@ -751,12 +747,12 @@ class FeatureStore:
                 "VALUES (?,?,?,?,?,?,?)",
                 (
                     seq,
-                    event["reviewer"],
-                    event["left"],
-                    event["right"],
+                    self._seal.ref("reviewer", str(event["reviewer"])),
+                    self._id(str(event["left"])),
+                    self._id(str(event["right"])),
                     float(event["score"]),
                     event["label"],
-                    rec,
+                    self._seal.bind("label", seq, rec),
                 ),
             )
 
@@ -792,10 +788,24 @@ class FeatureStore:
         """Apply an upsert command; False (and nothing changes) if already applied."""
         if seq <= self.applied_seq:
             return False
+        s = self._seal
         sealed_text = (
             None
             if text is None
-            else self._sealer.seal(text.encode("utf-8"), self._aad(pos, b"text"))
+            else self._sealer.seal(text.encode("utf-8"), s.pos_ad(pos, b"text"))
+        )
+        keys = np.ascontiguousarray(bandkeys, dtype="<u4").tobytes()
+        row = (
+            pos,
+            self._id(item_id),
+            seq,
+            _signed(content_hash),
+            int(features.shape[0]),
+            self._seal_features(pos, features),
+            sealed_text,
+            s.bind("bandkeys", pos, keys),
+            s.bind("media_type", pos, media_type),
+            s.bind("source_time", pos, source_time),
         )
         with self._tx():
             if replaces is not None:
@@ -807,18 +817,7 @@ class FeatureStore:
                 "INSERT INTO items(pos, item_id, version, content_hash, n_shingles, features, "
                 "text, bandkeys, media_type, source_time, tombstone_epoch) "
                 "VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
-                (
-                    pos,
-                    item_id,
-                    seq,
-                    _signed(content_hash),
-                    int(features.shape[0]),
-                    self._seal_features(pos, features),
-                    sealed_text,
-                    np.ascontiguousarray(bandkeys, dtype="<u4").tobytes(),
-                    media_type,
-                    source_time,
-                ),
+                row,
             )
             if event is not None:
                 self._event(seq, event)
@@ -874,7 +873,7 @@ class FeatureStore:
         with self._tx():
             self._db.execute(
                 "INSERT OR REPLACE INTO failed(seq, op, reason) VALUES (?,?,?)",
-                (seq, op, reason),
+                (seq, op, self._seal.bind("failed", seq, reason)),
             )
             self._set_applied(seq)
         return True
@@ -884,7 +883,14 @@ class FeatureStore:
         rows = self._db.execute(
             "SELECT seq, op, reason FROM failed ORDER BY seq DESC LIMIT ?", (limit,)
         ).fetchall()
-        return [{"seq": int(r[0]), "op": str(r[1]), "reason": str(r[2])} for r in rows[::-1]]
+        return [
+            {
+                "seq": int(r[0]),
+                "op": str(r[1]),
+                "reason": str(self._seal.unbind_str("failed", int(r[0]), r[2])),
+            }
+            for r in rows[::-1]
+        ]
 
     def failed_count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM failed").fetchone()[0])
@@ -897,9 +903,15 @@ class FeatureStore:
     def _idem(self, seq: int, idem: tuple[str, str, bytes] | None) -> None:
         if idem is not None:
             key, body_sha, response = idem
+            ref = self._idem_ref(key)
             self._db.execute(
                 "INSERT OR IGNORE INTO idem(key, body_sha, seq, response) VALUES (?,?,?,?)",
-                (key, body_sha, seq, response),
+                (
+                    ref,
+                    self._seal.bind("idem-body", ref.hex(), body_sha),
+                    seq,
+                    self._seal.bind("idem-response", ref.hex(), response),
+                ),
             )
 
     class _Tx:

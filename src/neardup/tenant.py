@@ -2093,7 +2093,7 @@ class Tenant:
             "n_features": int(prep.features.shape[0]),
             "text_bytes": len(tb) if text else None,
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
-            "response": response,
+            "response": response if idempotency_key else None,
             "event": event,
         }
         cmd = Command(seq, header, feats + keys + tb)
@@ -2175,7 +2175,7 @@ class Tenant:
             "item_id": item_id,
             "pos": cur.pos,
             "epoch": response["epoch"],
-            "response": response,
+            "response": response if idempotency_key else None,
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
             "event": event,
         }
