@@ -4,7 +4,10 @@ File layout (little-endian)::
 
     header:  b"NDCMDLOG" | u32 format version | u64 base sequence | u32 CRC-32 of the above
     record:  b"\\xd5NDR" | u32 payload length | u32 CRC-32 of payload | payload
-    payload: sealed( u64 seq | u32 header length | header (UTF-8 JSON) | blob )
+    payload: sealed( u64 seq | u32 header length | header | blob )
+
+The header is UTF-8 JSON in format 1 and :func:`neardup.recordpack.pack`-ed JSON
+in format 2 (a log keeps the format it was created with; both are read).
 
 Guarantees:
 
@@ -76,11 +79,13 @@ from typing import Any
 
 from ._crypto import Sealer
 from ._errors import CorruptFile, NeardupIOError
+from .recordpack import pack, unpack
 
 __all__ = ["Command", "CommandLog"]
 
 _MAGIC = b"NDCMDLOG"
-_VERSION = 1
+_VERSION = 2
+_READS = (1, 2)
 _HEAD = struct.Struct("<8sIQ")
 _HEAD_LEN = _HEAD.size + 4
 _REC_MAGIC = b"\xd5NDR"
@@ -157,6 +162,7 @@ class CommandLog:
         self._syncing = False
         self._failed: OSError | None = None
         self.fsyncs = 0
+        self.version = _VERSION
 
     @classmethod
     def create(cls, path: str, sealer: Sealer, *, aad: bytes, base_seq: int = 0) -> CommandLog:
@@ -201,8 +207,10 @@ class CommandLog:
         (crc,) = struct.unpack_from("<I", data, _HEAD.size)
         if magic != _MAGIC or crc != zlib.crc32(data[: _HEAD.size]):
             raise CorruptFile(path, "not a neardup command log (bad magic or header checksum)")
-        if version != _VERSION:
-            raise CorruptFile(path, f"log format version {version}, this build reads {_VERSION}")
+        if version not in _READS:
+            raise CorruptFile(
+                path, f"log format version {version}, this build reads versions {_READS}"
+            )
         try:
             offsets, end = cls._scan(data)
         except _Damage as d:
@@ -236,6 +244,7 @@ class CommandLog:
             raise NeardupIOError(path, exc) from exc
         log = cls(path, out, sealer, aad, base_seq, offsets, data, last_seq)
         log.trimmed_bytes = trimmed
+        log.version = int(version)
         return log
 
     @staticmethod
@@ -427,7 +436,12 @@ class CommandLog:
         payload = bytes(data[off + _REC.size : off + _REC.size + n])
         plain = sealer.open(payload, aad, what=f"{path} at byte offset {off}")
         seq, hlen = struct.unpack_from("<QI", plain, 0)
-        header = json.loads(plain[12 : 12 + hlen].decode("utf-8"))
+        try:
+            header = json.loads(unpack(plain[12 : 12 + hlen]))
+        except ValueError as exc:
+            raise CorruptFile(
+                path, f"record at byte offset {off} is authentic but unreadable: {exc}"
+            ) from None
         return Command(seq, header, plain[12 + hlen :])
 
     def _at(self, i: int) -> Command:
@@ -463,9 +477,8 @@ class CommandLog:
 
     def encode(self, cmd: Command) -> bytes:
         # allow_nan=False: a NaN would be written as a bare token no JSON reader accepts.
-        header = json.dumps(
-            cmd.header, sort_keys=True, separators=(",", ":"), allow_nan=False
-        ).encode("utf-8")
+        text = json.dumps(cmd.header, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        header = pack(text) if self.version >= 2 else text.encode("utf-8")
         plain = struct.pack("<QI", cmd.seq, len(header)) + header + cmd.blob
         payload = self._sealer.seal(plain, self._aad)
         return _REC.pack(_REC_MAGIC, len(payload), zlib.crc32(payload)) + payload

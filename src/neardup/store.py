@@ -443,7 +443,7 @@ class FeatureStore:
         return b"" if raw is None else raw
 
     def _record(self, scope: str, key: object, blob: bytes) -> dict[str, Any]:
-        d: dict[str, Any] = json.loads(self._seal.unbind_str(scope, key, blob) or "null")
+        d: dict[str, Any] = json.loads(self._seal.unbind_record(scope, key, blob))
         return d
 
     # -- reads -------------------------------------------------------------------
@@ -534,8 +534,8 @@ class FeatureStore:
         if row is None:
             return None
         body = self._seal.unbind_str("idem-body", ref.hex(), row[0])
-        resp = self._seal.unbind("idem-response", ref.hex(), row[1])
-        return str(body), bytes(resp or b"")
+        resp = self._seal.unbind_record("idem-response", ref.hex(), row[1])
+        return str(body), resp.encode("utf-8")
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
         """Every item row in position order, opened (for digests)."""
@@ -580,7 +580,7 @@ class FeatureStore:
                     self._seal.unref("idem", ref),
                     self._seal.unbind_str("idem-body", k, body),
                     int(seq),
-                    self._seal.unbind("idem-response", k, resp) or b"",
+                    self._seal.unbind_record("idem-response", k, resp).encode("utf-8"),
                 )
             )
         for key, body_sha, seq, resp in sorted(idem, key=lambda e: e[0].encode()):
@@ -594,7 +594,7 @@ class FeatureStore:
         s = self._seal
         if table == "events":
             return [
-                (seq, kind, self._unid(i), s.unbind_str("event", seq, rec))
+                (seq, kind, self._unid(i), s.unbind_record("event", seq, rec))
                 for seq, kind, i, rec in self._db.execute("SELECT * FROM events ORDER BY seq")
             ]
         if table == "links":
@@ -605,7 +605,7 @@ class FeatureStore:
             return sorted(rows, key=lambda r: str(r[0]).encode())
         if table == "policies":
             return [
-                (v, s.unbind_str("policy", v, doc), seq)
+                (v, s.unbind_record("policy", v, doc), seq)
                 for v, doc, seq in self._db.execute("SELECT * FROM policies ORDER BY version")
             ]
         return [
@@ -616,7 +616,7 @@ class FeatureStore:
                 self._unid(b),
                 score,
                 label,
-                s.unbind_str("label", seq, rec),
+                s.unbind_record("label", seq, rec),
             )
             for seq, rv, a, b, score, label, rec in self._db.execute(
                 "SELECT * FROM labels ORDER BY seq"
@@ -717,7 +717,7 @@ class FeatureStore:
                 seq,
                 event["kind"],
                 None if item is None else self._id(str(item)),
-                self._seal.bind("event", seq, rec),
+                self._seal.bind_record("event", seq, rec),
             ),
         )
         # Re-links (a cluster handed to a new canonical item) first, then the
@@ -739,7 +739,7 @@ class FeatureStore:
             doc = json.dumps(event["policy"], sort_keys=True, separators=(",", ":"))
             self._db.execute(
                 "INSERT INTO policies(version, doc, seq) VALUES (?,?,?)",
-                (version, self._seal.bind("policy", version, doc), seq),
+                (version, self._seal.bind_record("policy", version, doc), seq),
             )
         elif event["kind"] == "label":
             self._db.execute(
@@ -752,7 +752,7 @@ class FeatureStore:
                     self._id(str(event["right"])),
                     float(event["score"]),
                     event["label"],
-                    self._seal.bind("label", seq, rec),
+                    self._seal.bind_record("label", seq, rec),
                 ),
             )
 
@@ -910,7 +910,7 @@ class FeatureStore:
                     ref,
                     self._seal.bind("idem-body", ref.hex(), body_sha),
                     seq,
-                    self._seal.bind("idem-response", ref.hex(), response),
+                    self._seal.bind_record("idem-response", ref.hex(), response.decode("utf-8")),
                 ),
             )
 

@@ -4,7 +4,9 @@
 types, source times, band keys, idempotency keys and responses, decision
 records, links, policies, reviewer labels and failed-command reasons are
 AES-256-GCM sealed with the tenant's store key (:class:`~neardup._crypto.Sealer`).
-What stays in clear is what the engine counts and orders by: positions,
+Records (decisions, labels, policies, stored responses) are packed
+(:mod:`neardup.recordpack`) before they are sealed.  What stays in clear is what
+the engine counts and orders by: positions,
 versions and sequence numbers, the keyed 64-bit content hash (the exact-copy
 lookup), shingle counts, tombstone epochs, event kinds, link states, a label's
 verdict and score, a failed command's operation name.
@@ -36,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._crypto import Sealer
+from ._errors import CorruptFile
+from .recordpack import pack, unpack
 
 __all__ = [
     "FORMAT",
@@ -258,6 +262,18 @@ class RowSeal:
         raw = self.unbind(scope, key, blob)
         return None if raw is None else raw.decode("utf-8")
 
+    def bind_record(self, scope: str, key: object, text: str) -> bytes:
+        """A JSON record, packed (:mod:`neardup.recordpack`) and sealed to its row."""
+        out = self.bind(scope, key, pack(text))
+        return b"" if out is None else out
+
+    def unbind_record(self, scope: str, key: object, blob: bytes) -> str:
+        raw = self.unbind(scope, key, blob) or b""
+        try:
+            return unpack(raw)
+        except ValueError as exc:
+            raise CorruptFile(self.path, f"{scope} {key}: {exc}") from None
+
 
 def _v1_rows(
     db: Any, table: str, cols: Sequence[str]
@@ -299,17 +315,17 @@ def upgrade_v1(db: Any, seal: RowSeal, existing: set[str]) -> int:
             seal.ref("idem", r[0]),
             seal.bind("idem-body", seal.ref("idem", r[0]).hex(), r[1]),
             r[2],
-            seal.bind("idem-response", seal.ref("idem", r[0]).hex(), bytes(r[3])),
+            seal.bind_record("idem-response", seal.ref("idem", r[0]).hex(), bytes(r[3]).decode()),
         ),
         "events": lambda r: (
-            r[0], r[1], None if r[2] is None else rid(r[2]), seal.bind("event", r[0], r[3])
+            r[0], r[1], None if r[2] is None else rid(r[2]), seal.bind_record("event", r[0], r[3])
         ),
         "links": lambda r: (rid(r[0]), r[1], None if r[2] is None else rid(r[2]), r[3]),
-        "policies": lambda r: (r[0], seal.bind("policy", r[0], r[1]), r[2]),
+        "policies": lambda r: (r[0], seal.bind_record("policy", r[0], r[1]), r[2]),
         "failed": lambda r: (r[0], r[1], seal.bind("failed", r[0], r[2])),
         "labels": lambda r: (
             r[0], seal.ref("reviewer", r[1]), rid(r[2]), rid(r[3]), r[4], r[5],
-            seal.bind("label", r[0], r[6]),
+            seal.bind_record("label", r[0], r[6]),
         ),
     }
     for t in moved:
