@@ -31,6 +31,7 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
+    from ._warm import compile_kernels
     from .audit import run_audit, run_split
     from .auth import Keyring, Principal
     from .cluster import Cluster, Edge, build_clusters
@@ -178,6 +179,7 @@ _LAZY: dict[str, str] = {
     "evaluate_feedback": "feedback",
     "family_split": "families",
     "filter_dataset": "stream",
+    "compile_kernels": "_warm",
     "find_duplicates": "pipeline",
     "find_vector_duplicates": "vpipeline",
     "get_normalizer": "normalize",
@@ -300,6 +302,7 @@ __all__ = [
     "build_families",
     "candidate_pairs",
     "candidate_probability",
+    "compile_kernels",
     "cosine_from_hamming",
     "cross_split_leakage",
     "dedup_records",

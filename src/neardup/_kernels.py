@@ -687,7 +687,9 @@ def hash_shingles(
     return out, counts_unique, counts_raw, truncated, content, norm_len, too_large
 
 
-@njit(parallel=True, cache=True, nogil=True)
+# Not parallel itself: the copy it calls is (numba warned that it found nothing
+# to parallelize here, on every first compile).
+@njit(cache=True, nogil=True)
 def compact_csr(padded, bound_off, counts, indptr):
     out = np.empty(indptr[counts.shape[0]], dtype=padded.dtype)
     compact_csr_into(padded, bound_off, counts, indptr, out)

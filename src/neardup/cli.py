@@ -28,6 +28,7 @@ from ._errors import (
     NeardupIOError,
     SchemeMismatch,
 )
+from ._kernel_manifest import GROUPS as KERNEL_GROUPS
 from ._launch import process_defaults
 from ._provenance import PROVENANCE_FIELDS
 from .config import Config, ShingleSpec
@@ -488,6 +489,11 @@ def dedup(
     try:
         # Loading numba and the kernels (~0.3 s) while the input is being read.
         start_numba()
+        _ready_kernels(
+            "dedup",
+            *(["dedup-index"] if save_index or against else []),
+            *(["dedup-exact"] if method == "exact" else []),
+        )
         from .job import run_dedup
 
         with _errors():
@@ -529,6 +535,52 @@ def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:
     except OSError:
         return None  # the reader words the error
     return Prefetch(inputs) if in_memory else None
+
+
+def _ready_kernels(*groups: str) -> None:
+    """Compile the kernels of ``groups`` not cached on this machine yet, on every
+    core, with a progress line; then announce anything compiled later."""
+    from ._warm import announce_compiles, compile_kernels
+
+    with _errors():
+        compile_kernels(groups, progress=lambda line: click.echo(line, err=True))
+    announce_compiles()
+
+
+@main.command("compile")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    type=click.Choice(sorted(KERNEL_GROUPS)),
+    help="Kernel group to compile (repeatable) [default: all groups].",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes compiling in parallel [default: the usable cores].",
+)
+def compile_cmd(groups: tuple[str, ...], processes: int | None) -> None:
+    """Compile the kernels for this machine ahead of the first run.
+
+    The first run of each kind (text dedup, library calls, vectors, the service)
+    compiles its kernels once per machine and caches them; this does it up front,
+    for example in a container image build.  Prints what it compiled.
+
+    Example: neardup compile --group dedup --group service
+    """
+    from ._warm import compile_kernels
+
+    chosen = list(groups) or sorted(KERNEL_GROUPS)
+    with _errors():
+        out = compile_kernels(
+            chosen, processes=processes, progress=lambda line: click.echo(line, err=True)
+        )
+    click.echo(
+        f"{out['kernels']} kernels of {', '.join(chosen)}: {out['missing']} compiled "
+        f"in {out['seconds']:.1f} s, the rest already cached"
+    )
 
 
 def _dedup_ray(
@@ -611,6 +663,8 @@ def _dedup_vectors(
 ) -> None:
     from .vectors import VectorConfig
     from .vjob import run_vector_dedup
+
+    _ready_kernels("vectors")
 
     with _errors():
         for name, value, ok in (
@@ -1218,6 +1272,7 @@ def serve(**opts: Any) -> None:
         click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
         sys.exit(2)
     workers = opts["workers"] or default_workers()
+    _ready_kernels("service")
     with _errors():
         cfg = _service_config(opts)
         token = None
