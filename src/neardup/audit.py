@@ -137,7 +137,7 @@ def run_audit(
     to columns); write the outputs into ``output`` unless it is None; return the audit.
     """
     cfg = config or Config()
-    tmp = None if output is None else prepare_output(output, overwrite)
+    tmp = None if output is None else prepare_output(output, overwrite, list(inputs))
     try:
         corpus, ids, prov = _load(inputs, text_field, id_field, fields, skip_bad)
         fam = _families(
@@ -209,7 +209,7 @@ def run_split(
 ) -> dict[str, Any]:
     """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report."""
     cfg = config or Config()
-    tmp: str | None = prepare_output(output, overwrite)
+    tmp: str | None = prepare_output(output, overwrite, list(inputs))
     try:
         corpus, ids, prov = _load(inputs, text_field, id_field, fields or {}, skip_bad)
         fam = _families(corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9)

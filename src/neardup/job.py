@@ -56,7 +56,7 @@ from .corpus import (
 from .hashing import HashKey, SchemeDescriptor
 from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
-__all__ = ["prepare_output", "run_dedup", "set_workers"]
+__all__ = ["check_output", "prepare_output", "run_dedup", "set_workers"]
 
 INDEX_FILE = "index.ndx"
 
@@ -78,8 +78,55 @@ def set_workers(workers: int | None) -> None:
     numba.set_num_threads(workers)
 
 
-def prepare_output(output: str, overwrite: bool) -> str:
-    """Refuse an existing ``output`` unless ``overwrite``; return a fresh temp folder."""
+def _local_root(path: str) -> str | None:
+    """The local file or folder an input names (a glob: its fixed leading folder);
+    None for a URL."""
+    if "://" in path:
+        return None
+    fixed: list[str] = []
+    for part in path.split(os.sep):
+        if any(c in part for c in "*?["):
+            break
+        fixed.append(part)
+    root = os.sep.join(fixed) or "."
+    return os.path.realpath(root)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_output(output: str, protect: Sequence[str] = ()) -> None:
+    """Refuse an ``output`` whose replacement would delete or move what a run reads.
+
+    ``--overwrite`` replaces the whole output folder, so it must not be, or
+    contain, an input (``protect``: inputs, indexes read), nor hold the working
+    folder (``-o .``).  Raises :class:`InvalidConfig` naming the path; called
+    before anything is read or written.
+    """
+    out = os.path.realpath(output)
+    for p in protect:
+        root = _local_root(p)
+        if root is not None and _inside(root, out):
+            raise InvalidConfig(
+                "output",
+                output,
+                f"is or contains the input {p!r}: replacing it would delete the input",
+                "write the outputs to a folder that holds no input",
+            )
+    if _inside(os.path.realpath(os.getcwd()), out):
+        raise InvalidConfig(
+            "output",
+            output,
+            "is the current folder or one of its parents: it cannot be replaced",
+            "write the outputs to a new subfolder, for example -o out/",
+        )
+
+
+def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) -> str:
+    """Refuse an existing ``output`` unless ``overwrite``, or one that would delete
+    an input (:func:`check_output`); return a fresh temp folder beside it."""
+    check_output(output, protect)
     if os.path.exists(output) and not overwrite:
         raise InvalidConfig(
             "output", output, "already exists", "choose a new folder or pass --overwrite"
@@ -127,7 +174,12 @@ def _commit(tmp: str, output: str) -> None:
     finally:
         os.close(fd)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        if os.path.isdir(old) and not os.path.islink(old):
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            # An output that was a file (or a link) is replaced like a folder is.
+            with contextlib.suppress(OSError):
+                os.unlink(old)
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -261,7 +313,8 @@ def run_dedup(
     cfg = config or Config()
     set_workers(workers)
     t_start = time.perf_counter()
-    tmp = None if dry_run else prepare_output(output, overwrite)
+    protect = [*inputs, *([against] if against else [])]
+    tmp = None if dry_run else prepare_output(output, overwrite, protect)
     try:
         t0 = time.perf_counter()
         plan = in_memory_plan(inputs, cfg)

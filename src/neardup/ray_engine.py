@@ -1328,7 +1328,7 @@ def run_dedup_ray(
         "skip_bad": skip_bad,
         "keep": keep,
     }
-    tmp = None if dry_run else prepare_output(output, overwrite)
+    tmp = None if dry_run else prepare_output(output, overwrite, list(inputs))
     ray, started = _start_ray(ray_address, num_cpus)
     saved = _data_context(ray)
     try:

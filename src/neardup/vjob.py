@@ -460,7 +460,7 @@ def run_vector_dedup(
     cfg0 = config or VectorConfig()
     set_workers(workers)
     t_start = time.perf_counter()
-    tmp = None if dry_run else prepare_output(output, overwrite)
+    tmp = None if dry_run else prepare_output(output, overwrite, list(inputs))
     try:
         t0 = time.perf_counter()
         vc = read_vectors(
