@@ -464,6 +464,58 @@ def detect_format(path: str) -> str:
     )
 
 
+class _ZstdReader(io.RawIOBase):
+    """A zstd stream, frame after frame, that tells a complete stream from a cut
+    or damaged one: reading ends with ``EOFError`` when the file ends inside a
+    frame, and turns the decompressor's errors into ``EOFError`` too (zstandard's
+    own stream reader returns a truncated stream as if it had ended)."""
+
+    def __init__(self, fh: IO[bytes], zstd: Any) -> None:
+        self._fh, self._zstd = fh, zstd
+        self._d = zstd.ZstdDecompressor().decompressobj()
+        self._buf = b""
+        self._pos = 0
+        self._in_frame = False
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> bool:
+        if self._pos >= len(self._buf):
+            self._buf, self._pos = b"", 0
+        while not self._buf:
+            chunk = self._fh.read(1 << 20)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("the file ends inside a zstd frame (truncated)")
+                return False
+            while chunk:
+                self._in_frame = True
+                try:
+                    self._buf += self._d.decompress(chunk)
+                except self._zstd.ZstdError as exc:
+                    raise EOFError(f"not a zstd stream, or a damaged one: {exc}") from None
+                chunk = b""
+                if self._d.eof:
+                    # A frame ended; what follows is the next frame (or nothing).
+                    self._in_frame = False
+                    chunk = self._d.unused_data
+                    self._d = self._zstd.ZstdDecompressor().decompressobj()
+        return True
+
+    def readinto(self, b: Any) -> int:
+        if not self._fill():
+            return 0
+        n = min(len(b), len(self._buf) - self._pos)
+        b[:n] = self._buf[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
 def _open_binary(path: str) -> IO[bytes]:
     _, comp = _strip_compression(path)
     try:
@@ -479,9 +531,8 @@ def _open_binary(path: str) -> IO[bytes]:
                     "reading .zst needs the zstandard package",
                     "pip install 'neardup[io]'",
                 ) from exc
-            fh = open(path, "rb")  # noqa: SIM115 - closed by the stream reader
-            reader = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)
-            return io.BufferedReader(reader)
+            fh = open(path, "rb")  # noqa: SIM115 - closed by the reader
+            return io.BufferedReader(_ZstdReader(fh, zstandard), buffer_size=1 << 20)
         return open(path, "rb")
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc
