@@ -60,3 +60,42 @@ def test_complete_multi_frame_and_empty_zst_streams_are_read(tmp_path: Path) -> 
     empty = _write(tmp_path, "empty", b"")
     r = _dedup(empty)
     assert r.returncode == 0 and r.stdout.startswith("0 documents"), r.stdout + r.stderr
+
+
+def _csv(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / f"{name}.csv"
+    p.write_bytes(text.encode("utf-8"))
+    return p
+
+
+def test_csv_rows_that_do_not_match_the_header_are_bad_records(tmp_path: Path) -> None:
+    body = "".join(f"{i},row number {i} of a small table\n" for i in range(50))
+    long_row = _csv(tmp_path, "long", "id,text\n" + body + "51,a,b\n")
+    r = _dedup(long_row, "--id-field", "id")
+    assert r.returncode == 3, r.stderr
+    assert "long.csv:52: the row has 3 fields, the header 2" in r.stderr
+    r = _dedup(long_row, "--id-field", "id", "--skip-bad")
+    assert r.returncode == 0, r.stderr
+    assert "50 documents" in r.stdout and "bad records 1" in r.stdout
+    short_row = _csv(tmp_path, "short", "id,text\n" + body + "51\n")
+    r = _dedup(short_row, "--id-field", "id")
+    assert r.returncode == 3 and "the row has 1 fields, the header 2" in r.stderr, r.stderr
+
+
+def test_an_open_quote_is_an_error_not_a_swallowed_file(tmp_path: Path) -> None:
+    rows = "".join(f"{i},row {i}\n" for i in range(2, 40))
+    p = _csv(tmp_path, "quote", 'id,text\n1,"an open quote\n' + rows)
+    for extra in ([], ["--skip-bad"]):
+        r = _dedup(p, "--id-field", "id", *extra)
+        assert r.returncode == 3, r.stderr
+        assert "malformed CSV (unexpected end of data)" in r.stderr
+        assert "close every quoted field" in r.stderr
+
+
+def test_a_csv_byte_order_mark_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    body = "".join(f"{i},row number {i}\n" for i in range(20))
+    p = _csv(tmp_path, "bom", "\ufeffid,text\n" + body)
+    r = _dedup(p, "--id-field", "id")
+    assert r.returncode == 0, r.stderr
+    kept = (tmp_path / "bom.csv.out" / "kept.csv").read_text(encoding="utf-8")
+    assert kept.splitlines()[0].startswith("id,text")

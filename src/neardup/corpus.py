@@ -1215,12 +1215,16 @@ def iter_jsonl(
 def _read_csv(r: _Reader, path: str, fi: int) -> None:
     with _open_binary(path) as raw:
         try:
-            data = raw.read().decode("utf-8")
+            # utf-8-sig: a byte-order mark (spreadsheet exports) is not part of
+            # the first column's name.
+            data = raw.read().decode("utf-8-sig")
         except UnicodeDecodeError as exc:
             line = raw_line_of(exc)
             r.bad(path, line, f"not UTF-8 (byte {exc.start})", "re-encode the file as UTF-8")
             return
-    rows = csv.DictReader(io.StringIO(data, newline=""))
+    # strict: a quote left open is an error at the end of the file, not a last
+    # field that swallowed every row after it.
+    rows = csv.DictReader(io.StringIO(data, newline=""), strict=True)
     if rows.fieldnames is None:
         r.bad(path, 1, "empty CSV file (no header)", "write a header row naming the columns")
         return
@@ -1233,12 +1237,30 @@ def _read_csv(r: _Reader, path: str, fi: int) -> None:
             "CSV columns differ from the first input's",
             f"use the same columns as the first file: {r.c.csv_fields}",
         )
+    width = len(r.c.csv_fields)
     try:
         for row in rows:
+            if None in row or any(v is None for v in row.values()):
+                # DictReader keeps extra fields under None and fills missing ones
+                # with None: either way the row does not match the header.
+                extra = len(row.get(None) or ())
+                got = width + extra if extra else sum(v is not None for v in row.values())
+                r.bad(
+                    path,
+                    rows.line_num,
+                    f"the row has {got} fields, the header {width}",
+                    "quote fields that contain the delimiter, or fix the row",
+                )
+                continue
             if r.record(path, rows.line_num, row, fi, rows.line_num):
                 r.c.csv_rows.append(row)
     except csv.Error as exc:
-        raise InputError(path, rows.line_num, f"malformed CSV ({exc})", "fix the quoting") from exc
+        raise InputError(
+            path,
+            rows.line_num,
+            f"malformed CSV ({exc})",
+            "close every quoted field with a quote (a quote inside a field is written twice)",
+        ) from exc
 
 
 def raw_line_of(exc: UnicodeDecodeError) -> int:
