@@ -99,3 +99,72 @@ def test_a_csv_byte_order_mark_is_not_part_of_the_first_column(tmp_path: Path) -
     assert r.returncode == 0, r.stderr
     kept = (tmp_path / "bom.csv.out" / "kept.csv").read_text(encoding="utf-8")
     assert kept.splitlines()[0].startswith("id,text")
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample.jsonl"
+
+
+def test_a_missing_input_is_named_as_missing(tmp_path: Path) -> None:
+    r = _dedup(tmp_path / "no_such_file")
+    assert r.returncode == 2, r.stderr
+    assert "no_such_file': does not exist" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_single_txt_file_is_one_document(tmp_path: Path) -> None:
+    p = tmp_path / "note.txt"
+    p.write_text("one short note that is a document of its own\n", encoding="utf-8")
+    r = _dedup(p)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("1 documents"), r.stdout
+
+
+def test_a_folder_of_data_files_reads_every_file(tmp_path: Path) -> None:
+    d = tmp_path / "shards"
+    (d / "sub").mkdir(parents=True)
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    (d / "a.jsonl").write_text("".join(lines[:300]), encoding="utf-8")
+    (d / "sub" / "b.jsonl").write_text("".join(lines[300:]), encoding="utf-8")
+    (d / "README.md").write_text("not data\n", encoding="utf-8")
+    r = _dedup(d, "--id-field", "id")
+    assert r.returncode == 0, r.stderr
+    whole = _dedup(SAMPLE, "-o", str(tmp_path / "whole"), "--id-field", "id")
+    assert r.stdout.split(";")[0] == whole.stdout.split(";")[0]
+
+
+def test_a_saved_datasetdict_folder_reads_every_split(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    recs = [json.loads(x) for x in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    parts = {"train": recs[:400], "test": recs[400:]}
+    dd = datasets.DatasetDict(
+        {
+            name: datasets.Dataset.from_dict(
+                {"id": [r["id"] for r in part], "text": [r["text"] for r in part]}
+            )
+            for name, part in parts.items()
+        }
+    )
+    dd.save_to_disk(str(tmp_path / "dd"))
+    r = _dedup(tmp_path / "dd", "--id-field", "id")
+    assert r.returncode == 0, r.stderr
+    whole = _dedup(SAMPLE, "-o", str(tmp_path / "whole"), "--id-field", "id")
+    assert r.stdout.split(";")[0] == whole.stdout.split(";")[0]
+
+
+def test_a_damaged_saved_dataset_is_exit_3(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    d = tmp_path / "ds"
+    d.mkdir()
+    (d / "state.json").write_text("{}", encoding="utf-8")
+    (d / "dataset_info.json").write_text("{}", encoding="utf-8")
+    r = _dedup(d)
+    assert r.returncode == 3, r.stderr
+    assert "not a readable saved dataset" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_an_unwritable_index_folder_fails_before_the_run(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a folder\n")
+    r = _dedup(SAMPLE, "-o", str(tmp_path / "o"), "--save-index", str(blocker / "idx"))
+    assert r.returncode == 4, r.stderr
+    assert "is not a folder" in r.stderr and "a part of it is a file" in r.stderr
+    assert not (tmp_path / "o").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 __all__ = [
@@ -122,7 +123,23 @@ class NeardupIOError(NeardupError, OSError):
     def __init__(self, path: str, error: OSError) -> None:
         self.path = path
         self.error = error
-        super().__init__(f"{path}: {error.strerror or error}; fix: check the path and permissions")
+        fix = _IO_FIXES.get(error.errno or 0, "check the path and permissions")
+        # A message given with the errno (``OSError(errno, detail)``) says more.
+        detail = error.strerror or str(error)
+        super().__init__(f"{path}: {detail}; fix: {fix}")
+
+
+_IO_FIXES = {
+    errno.ENOSPC: "free space on that disk (or write somewhere else), then run again",
+    errno.EDQUOT: "free space within your disk quota (or write somewhere else)",
+    errno.EACCES: "check the permissions of the path, or write somewhere else",
+    errno.EPERM: "check the permissions of the path, or write somewhere else",
+    errno.EROFS: "the file system is read-only: write somewhere else",
+    errno.ENOENT: "check the path: a folder on it does not exist",
+    errno.ENOTDIR: "check the path: a part of it is a file, not a folder",
+    errno.EBUSY: "the path is in use (a mount point, or the current folder): use another",
+    errno.EIO: "the disk reported an error: check it (dmesg, SMART) before retrying",
+}
 
 
 class InputError(NeardupError, ValueError):

@@ -436,6 +436,7 @@ def dedup(
     On Ray (JSONL/Parquet shards, paths or globs): neardup dedup 'shards/*.jsonl'
     --output out/ --engine ray --ray-address auto --resume
     """
+    inputs = _resolved(inputs)
     from ._jit import start_numba
 
     quiet = opts.pop("quiet")
@@ -485,7 +486,8 @@ def dedup(
             # Every output is in place: end here, before the run's memory is freed.
             _exit_now()
 
-    prefetch = _prefetch(list(inputs), cfg, spill)
+    with _errors():
+        prefetch = _prefetch(list(inputs), cfg, spill)
     try:
         # Loading numba and the kernels (~0.3 s) while the input is being read.
         start_numba()
@@ -535,6 +537,17 @@ def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:
     except OSError:
         return None  # the reader words the error
     return Prefetch(inputs) if in_memory else None
+
+
+def _resolved(inputs: tuple[str, ...]) -> tuple[str, ...]:
+    """The inputs with folders of data files and saved DatasetDicts expanded (see
+    :func:`neardup.corpus.resolve_inputs`); a missing path ends the command."""
+    from .corpus import resolve_inputs
+
+    out = inputs
+    with _errors():
+        out = tuple(resolve_inputs(inputs))
+    return out
 
 
 def _ready_kernels(*groups: str) -> None:
@@ -1022,6 +1035,7 @@ def audit(
 
     Example: neardup audit data.jsonl --split-field split --label-field label -o audit/
     """
+    inputs = _resolved(inputs)
     from .audit import run_audit
 
     quiet = opts.pop("quiet")
@@ -1097,6 +1111,7 @@ def split(
 
     Example: neardup split data.jsonl --ratios train=0.8,valid=0.1,test=0.1 --seed 7 -o out/
     """
+    inputs = _resolved(inputs)
     import dataclasses
 
     from .audit import parse_ratios, run_split
@@ -1142,6 +1157,7 @@ def eval_cmd(inputs: tuple[str, ...], as_json: bool, **opts: Any) -> None:
 
     Example: neardup eval corpus.jsonl --threshold 0.8
     """
+    inputs = _resolved(inputs)
     from .corpus import read_corpus
     from .evaluate import evaluate
     from .job import set_workers

@@ -48,10 +48,18 @@ import numpy as np
 import numpy.typing as npt
 
 from ._directio import SequentialWriter
-from ._errors import InputError, NeardupIOError
+from ._errors import InputError, InvalidConfig, NeardupIOError
 from .config import Config, scratch_bytes
 
-__all__ = ["BadRecord", "Corpus", "detect_format", "iter_jsonl", "read_corpus", "write_subset"]
+__all__ = [
+    "BadRecord",
+    "Corpus",
+    "detect_format",
+    "iter_jsonl",
+    "read_corpus",
+    "resolve_inputs",
+    "write_subset",
+]
 
 _JSONL = (".jsonl", ".ndjson", ".json")
 
@@ -432,23 +440,97 @@ def _strip_compression(name: str) -> tuple[str, str | None]:
     return lower, None
 
 
-def detect_format(path: str) -> str:
-    """The format family of ``path`` (see the module docs), or InputError."""
+_DATA_SUFFIXES = (*_JSONL, ".parquet", ".csv")
+
+
+def _data_file(name: str) -> bool:
+    base, _ = _strip_compression(name)
+    return base.endswith(_DATA_SUFFIXES)
+
+
+def resolve_inputs(paths: Sequence[str]) -> list[str]:
+    """The files and saved datasets that ``paths`` name, in a stable order.
+
+    A folder of data files (JSONL, Parquet, CSV; compressed or not) stands for
+    those files, sorted by path; a saved ``DatasetDict`` (``dataset_dict.json``)
+    for every split's folder, in the order it lists them; anything else as it
+    is.  A path that does not exist (and is not a URL or a glob) is an
+    :class:`InvalidConfig` naming it, before anything is read.
+
+    >>> resolve_inputs(["data/sample.jsonl"])  # doctest: +SKIP
+    ['data/sample.jsonl']
+    """
+    out: list[str] = []
+    for path in paths:
+        if "://" in path or any(c in path for c in "*?["):
+            out.append(path)
+            continue
+        if not os.path.exists(path):
+            raise InvalidConfig(
+                "input", path, "does not exist", "check the path (and the current folder)"
+            )
+        if not os.path.isdir(path):
+            out.append(path)
+            continue
+        listing = os.path.join(path, "dataset_dict.json")
+        if os.path.exists(listing):
+            try:
+                with open(listing, encoding="utf-8") as fh:
+                    splits = json.load(fh)["splits"]
+                out.extend(os.path.join(path, str(name)) for name in splits)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise InputError(
+                    listing, None, f"not a readable DatasetDict listing ({exc})",
+                    "save the dataset again with DatasetDict.save_to_disk",
+                ) from exc
+            continue
+        if detect_format(path, expand=True) != "files":
+            out.append(path)
+            continue
+        try:
+            out.extend(
+                sorted(
+                    os.path.join(d, f)
+                    for d, _dirs, fs in os.walk(path)
+                    for f in fs
+                    if _data_file(f)
+                )
+            )
+        except OSError as exc:
+            raise NeardupIOError(path, exc) from exc
+    return out
+
+
+def detect_format(path: str, *, expand: bool = False) -> str:
+    """The format family of ``path`` (see the module docs), or InputError.
+
+    With ``expand``, a folder of data files is ``"files"`` (see
+    :func:`resolve_inputs`) instead of an error."""
     if os.path.isdir(path):
         if os.path.exists(os.path.join(path, "dataset_info.json")) or os.path.exists(
             os.path.join(path, "state.json")
         ):
             return "hf"
+        data = False
         for _root, _dirs, files in os.walk(path):
             if any(f.endswith(".txt") for f in files):
                 return "txt"
+            data = data or any(_data_file(f) for f in files)
+        if data and expand:
+            return "files"
         raise InputError(
             path,
             None,
-            "a folder with neither .txt files nor a saved dataset",
-            "point at .txt files, a Dataset.save_to_disk folder, or files",
+            "a folder with no .txt file, data file or saved dataset that neardup reads"
+            if not data
+            else "a folder of data files (pass the folder to the command line, or its files)",
+            "point at .txt files, a Dataset.save_to_disk folder, or data files",
         )
+    if not os.path.exists(path) and "://" not in path:
+        raise InputError(path, None, "does not exist", "check the path")
     base, _ = _strip_compression(os.path.basename(path))
+    if base.endswith(".txt"):
+        return "txt"
     if base.endswith(_JSONL):
         return "jsonl"
     if base.endswith(".parquet"):
@@ -1268,12 +1350,16 @@ def raw_line_of(exc: UnicodeDecodeError) -> int:
 
 
 def _read_txt(r: _Reader, root: str, fi: int) -> None:
-    files = sorted(
-        os.path.relpath(os.path.join(d, f), root)
-        for d, _dirs, fs in os.walk(root)
-        for f in fs
-        if f.endswith(".txt")
-    )
+    if os.path.isfile(root):
+        # One .txt file is one document, its id the file name.
+        root, files = os.path.dirname(root) or ".", [os.path.basename(root)]
+    else:
+        files = sorted(
+            os.path.relpath(os.path.join(d, f), root)
+            for d, _dirs, fs in os.walk(root)
+            for f in fs
+            if f.endswith(".txt")
+        )
     for ri, rel in enumerate(files):
         full = os.path.join(root, rel)
         try:
@@ -1316,7 +1402,15 @@ def _read_arrow(r: _Reader, path: str, fi: int, kind: str) -> None:
                 "reading a saved dataset needs the datasets package",
                 "pip install 'neardup[hf]'",
             ) from exc
-        ds = datasets.load_from_disk(path)
+        try:
+            ds = datasets.load_from_disk(path)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise InputError(
+                path,
+                None,
+                f"not a readable saved dataset ({type(exc).__name__}: {exc})",
+                "save it again with Dataset.save_to_disk, or point at its data files",
+            ) from exc
         if isinstance(ds, datasets.DatasetDict):
             raise InputError(
                 path, None, f"a DatasetDict with splits {list(ds)}", "point at one split's folder"

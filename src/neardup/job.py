@@ -23,6 +23,7 @@ looking ``output``.  Output bytes depend only on the inputs and the config (not 
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import gc
 import json
@@ -56,7 +57,7 @@ from .corpus import (
 from .hashing import HashKey, SchemeDescriptor
 from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
-__all__ = ["check_output", "prepare_output", "run_dedup", "set_workers"]
+__all__ = ["check_output", "check_writable", "prepare_output", "run_dedup", "set_workers"]
 
 INDEX_FILE = "index.ndx"
 
@@ -121,6 +122,24 @@ def check_output(output: str, protect: Sequence[str] = ()) -> None:
             "is the current folder or one of its parents: it cannot be replaced",
             "write the outputs to a new subfolder, for example -o out/",
         )
+
+
+def check_writable(path: str) -> None:
+    """Raise :class:`NeardupIOError` naming ``path`` unless a folder can be created
+    there (its nearest existing ancestor is a writable folder) or already is one.
+
+    Run before a job starts, so that an unwritable ``--save-index`` or
+    ``--work-dir`` fails in a second, not after the whole run."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise NeardupIOError(path, OSError(errno.ENOTDIR, f"{probe} is not a folder"))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise NeardupIOError(path, OSError(errno.EACCES, f"{probe} is not writable"))
 
 
 def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) -> str:
@@ -314,6 +333,8 @@ def run_dedup(
     set_workers(workers)
     t_start = time.perf_counter()
     protect = [*inputs, *([against] if against else [])]
+    if save_index and not dry_run:
+        check_writable(save_index)
     tmp = None if dry_run else prepare_output(output, overwrite, protect)
     try:
         t0 = time.perf_counter()
@@ -401,7 +422,10 @@ def run_dedup(
         if progress is not None:
             progress("write", 1, 1)
         if save_index:
-            os.makedirs(save_index, exist_ok=True)
+            try:
+                os.makedirs(save_index, exist_ok=True)
+            except OSError as exc:
+                raise NeardupIOError(save_index, exc) from exc
             result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         _finish(tmp, output, stats, t_start)

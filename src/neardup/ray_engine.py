@@ -1295,7 +1295,7 @@ def run_dedup_ray(
     about ``round_bytes`` (42 bytes per document and band).
     """
     from .cluster import KEEP_RULES
-    from .job import _commit, prepare_output
+    from .job import _commit, check_writable, prepare_output
 
     cfg = config or Config()
     if keep not in KEEP_RULES:
@@ -1316,6 +1316,8 @@ def run_dedup_ray(
         )
     t_start = time.perf_counter()
     work = work_dir or os.path.abspath(output).rstrip("/") + ".neardup-work"
+    if "://" not in work:
+        check_writable(work)
     scheme = SchemeDescriptor.from_config(cfg, key)
     run_desc = {
         "inputs": [os.path.abspath(p) if "://" not in p else p for p in shards],
