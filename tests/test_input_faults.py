@@ -106,8 +106,8 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample.jsonl"
 
 def test_a_missing_input_is_named_as_missing(tmp_path: Path) -> None:
     r = _dedup(tmp_path / "no_such_file")
-    assert r.returncode == 2, r.stderr
-    assert "no_such_file': does not exist" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 4, r.stderr
+    assert "no_such_file: does not exist" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_a_single_txt_file_is_one_document(tmp_path: Path) -> None:

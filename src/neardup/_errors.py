@@ -135,7 +135,7 @@ _IO_FIXES = {
     errno.EACCES: "check the permissions of the path, or write somewhere else",
     errno.EPERM: "check the permissions of the path, or write somewhere else",
     errno.EROFS: "the file system is read-only: write somewhere else",
-    errno.ENOENT: "check the path: a folder on it does not exist",
+    errno.ENOENT: "check the path: it, or a folder on it, does not exist",
     errno.ENOTDIR: "check the path: a part of it is a file, not a folder",
     errno.EBUSY: "the path is in use (a mount point, or the current folder): use another",
     errno.EIO: "the disk reported an error: check it (dmesg, SMART) before retrying",

@@ -31,6 +31,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import csv
+import errno
 import functools
 import gzip
 import io
@@ -48,7 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._directio import SequentialWriter
-from ._errors import InputError, InvalidConfig, NeardupIOError
+from ._errors import InputError, NeardupIOError
 from .config import Config, scratch_bytes
 
 __all__ = [
@@ -454,8 +455,8 @@ def resolve_inputs(paths: Sequence[str]) -> list[str]:
     A folder of data files (JSONL, Parquet, CSV; compressed or not) stands for
     those files, sorted by path; a saved ``DatasetDict`` (``dataset_dict.json``)
     for every split's folder, in the order it lists them; anything else as it
-    is.  A path that does not exist (and is not a URL or a glob) is an
-    :class:`InvalidConfig` naming it, before anything is read.
+    is.  A path that does not exist (and is not a URL or a glob) is a
+    :class:`NeardupIOError` naming it, before anything is read.
 
     >>> resolve_inputs(["data/sample.jsonl"])  # doctest: +SKIP
     ['data/sample.jsonl']
@@ -466,9 +467,7 @@ def resolve_inputs(paths: Sequence[str]) -> list[str]:
             out.append(path)
             continue
         if not os.path.exists(path):
-            raise InvalidConfig(
-                "input", path, "does not exist", "check the path (and the current folder)"
-            )
+            raise NeardupIOError(path, FileNotFoundError(errno.ENOENT, "does not exist"))
         if not os.path.isdir(path):
             out.append(path)
             continue
@@ -526,8 +525,6 @@ def detect_format(path: str, *, expand: bool = False) -> str:
             else "a folder of data files (pass the folder to the command line, or its files)",
             "point at .txt files, a Dataset.save_to_disk folder, or data files",
         )
-    if not os.path.exists(path) and "://" not in path:
-        raise InputError(path, None, "does not exist", "check the path")
     base, _ = _strip_compression(os.path.basename(path))
     if base.endswith(".txt"):
         return "txt"
@@ -537,6 +534,8 @@ def detect_format(path: str, *, expand: bool = False) -> str:
         return "parquet"
     if base.endswith(".csv"):
         return "csv"
+    if not os.path.exists(path) and "://" not in path:
+        raise InputError(path, None, "does not exist", "check the path")
     raise InputError(
         path,
         None,
