@@ -16,6 +16,7 @@ EXPECTED = {
     "evaluate_feedback",
     "BandIndex",
     "CommandLog",
+    "Busy",
     "Conflict",
     "Forbidden",
     "Keyring",
@@ -143,7 +144,7 @@ def test_every_exception_is_in_one_tree() -> None:
         for n in neardup.__all__
         if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)
     ]
-    assert len(errors) == 18
+    assert len(errors) == 19
     for e in errors:
         assert issubclass(e, neardup.NeardupError)
 

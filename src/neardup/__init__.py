@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._errors import (
+    Busy,
     Conflict,
     CorruptFile,
     Degraded,
@@ -228,6 +229,7 @@ __all__ = [
     "BandIndex",
     "BitBands",
     "BloomFilter",
+    "Busy",
     "CandidatePairs",
     "Cluster",
     "CommandLog",

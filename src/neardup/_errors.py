@@ -6,6 +6,7 @@ import errno
 from typing import Any
 
 __all__ = [
+    "Busy",
     "CommandFailed",
     "Conflict",
     "CorruptFile",
@@ -244,6 +245,19 @@ class TenantUnavailable(ServiceError):
 
     status = 503
     code = "tenant_unavailable"
+
+
+class Busy(ServiceError):
+    """The tenant is switching versions (a shadow promoted, rolled back or retired, or
+    the tenant reopened) and the requests in flight did not finish in the bounded
+    wait: nothing was changed; retry after ``retry_after`` seconds."""
+
+    status = 503
+    code = "busy"
+
+    def __init__(self, reason: str, fix: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(reason, fix)
+        self.retry_after = retry_after
 
 
 class LimitExceeded(ServiceError):

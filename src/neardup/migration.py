@@ -23,6 +23,19 @@ indexes.  An operator then
 The live tenant's write lock is held while the shadow is rebuilt, so the copy is
 exact; reads go on.
 
+**Switches and requests in flight.**  A service request holds a shared lease on its
+tenant's :class:`VersionGate` from the tenant lookup to its answer, and uses the
+versions it found then (live and companion) throughout.  A switch (promote,
+rollback, retire) takes the gate exclusively: it waits, at most a bounded time, for
+the requests in flight to finish (requests arriving meanwhile wait behind it), so
+no request straddles a switch — every acknowledged write was applied to the live
+version *and* mirrored to the companion before the switch, or is applied after it
+to the new live version (and mirrored to the old one).  A dropped version is
+closed and its files removed only after the switch, when no request can hold it.
+If the requests in flight do not finish in time the switch changes nothing and
+raises :class:`~neardup._errors.Busy` (503, retry).  A companion that failed to
+take a mirrored write (``missed_writes``) is never promoted: it would lose it.
+
 **Policies.**  A shadow changes the live threshold (its configuration's) and layout,
 so the service's guard (:class:`~neardup.decisions.PolicyGuard`, as for ``PUT
 /policy``) is applied when it starts — nothing is built if it refuses — and again
@@ -42,16 +55,27 @@ import json
 import os
 import shutil
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ._crypto import MasterSecret
-from ._errors import Conflict, InvalidConfig, NeardupError
+from ._errors import Busy, Conflict, InvalidConfig, NeardupError, NotFound
 from .decisions import Policy, chain_hash
 from .persist import atomic_write
 from .tenant import Guard, Tenant, TenantConfig
 
-__all__ = ["POINTER", "Migration", "is_tenant_root", "load_tenant", "read_pointer"]
+__all__ = [
+    "POINTER",
+    "Migration",
+    "VersionGate",
+    "is_tenant_root",
+    "load_tenant",
+    "read_pointer",
+    "remove_version",
+]
 
 Role = Literal["shadow", "previous"]
 POINTER = "LIVE.json"
@@ -98,6 +122,97 @@ def _remove_version(root: str, rel: str) -> None:
             os.unlink(path)
 
 
+def remove_version(root: str, version: Tenant, rel: str) -> None:
+    """Close a version detached from its tenant (its background work stopped) and
+    remove its files.  Only for a version no request can reach any more."""
+    version.close()
+    _remove_version(root, rel)
+
+
+class VersionGate:
+    """Leases on one tenant's versions: shared by requests, exclusive for a switch.
+
+    A request holds a shared lease from its tenant lookup to its answer; a switch
+    takes the gate exclusively, so it never happens under a request in flight.  A
+    waiting switch holds new requests back (it cannot be starved by a steady
+    stream) for at most ``timeout`` seconds; then it gives up with
+    :class:`~neardup._errors.Busy` and the requests go on.
+    """
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+        self._cond = threading.Condition(threading.Lock())
+        self._shared = 0
+        self._waiting = 0
+        self._exclusive = False
+
+    @property
+    def in_flight(self) -> int:
+        """Shared leases held now (requests in flight)."""
+        return self._shared
+
+    def acquire(self, timeout: float) -> None:
+        """Take a shared lease (waits while a switch waits or runs, at most ``timeout``)."""
+        with self._cond:
+            if not self._cond.wait_for(lambda: not self._exclusive and not self._waiting, timeout):
+                raise Busy(
+                    f"tenant {self.tenant!r} is switching versions (or reopening) and "
+                    f"did not finish within {timeout:g} s",
+                    "retry after the Retry-After delay (with the same idempotency key)",
+                )
+            self._shared += 1
+
+    def release(self) -> None:
+        with self._cond:
+            self._shared -= 1
+            if self._shared == 0:
+                self._cond.notify_all()
+
+    @contextmanager
+    def exclusive(self, timeout: float, what: str) -> Iterator[None]:
+        """Hold the gate alone: no request in flight, new ones wait until the end.
+
+        Raises :class:`~neardup._errors.Busy` (nothing changed) when the requests in
+        flight do not finish within ``timeout`` seconds."""
+        self.acquire_all(timeout, what)
+        try:
+            yield
+        finally:
+            self.release_all()
+
+    def acquire_all(self, timeout: float, what: str) -> None:
+        """:meth:`exclusive` without the context manager (then :meth:`release_all`)."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._waiting += 1
+            ok = False
+            try:
+                while self._exclusive or self._shared:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+                else:
+                    ok = True
+            finally:
+                self._waiting -= 1
+                if not ok:
+                    self._cond.notify_all()  # the requests held back go on
+            if not ok:
+                raise Busy(
+                    f"tenant {self.tenant!r}: {what} waited {timeout:g} s for "
+                    f"{self._shared} request(s) in flight on its versions; nothing was "
+                    "changed",
+                    f"retry the {what} after the Retry-After delay",
+                )
+            self._exclusive = True
+
+    def release_all(self) -> None:
+        with self._cond:
+            self._exclusive = False
+            self._cond.notify_all()
+
+
 def _write_pointer(root: str, live: str, other: str | None, role: Role | None) -> None:
     doc = {"format": "neardup-live-v1", "live": live, "other": other, "role": role}
     atomic_write(os.path.join(root, POINTER), json.dumps(doc, sort_keys=True).encode())
@@ -125,6 +240,9 @@ class _Counts:
     candidates_live: int = 0
     candidates_other: int = 0
     mirror_errors: int = 0
+    #: Writes acknowledged by the live version that the companion failed to take:
+    #: promoting it would lose them, so promotion is refused.
+    missed_writes: int = 0
     examples: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -145,6 +263,8 @@ class Migration:
         self.counts = _Counts()
         self._kw = tenant_kw
         self._lock = threading.RLock()
+        #: The folder of the shadow being built by :meth:`start` (None otherwise).
+        self.building: str | None = None
 
     def attach(self, other: Tenant, role: Role, other_rel: str, live_rel: str) -> None:
         self.other, self.role, self.other_rel, self.live_rel = other, role, other_rel, live_rel
@@ -202,44 +322,61 @@ class Migration:
             proposed = self.proposed_policy(live, config)
             warnings = guard(config, proposed) if guard is not None else []
             rel = f"shadow-{config.fingerprint[:12]}"
-            path = os.path.join(self.root, rel)
-            if os.path.exists(path):
-                shutil.rmtree(path)  # a half-built shadow of an earlier attempt
-            shadow = Tenant.create(path, live.tenant, config, self.master, **self._kw)
-            n = 0
-            with live._lock:  # writes wait: the copy must be exact
-                shadow.adopt_policy(
-                    live.policy_history(),
-                    proposed,
-                    actor=actor,
-                    source="shadow start",
-                    placeholder=True,
-                )
-                for item, feats, text in live.live_items():
-                    if same_shingles:
-                        prep = shadow.prepare_from_features(feats, item.content_hash)
-                        if text is not None:
-                            prep = type(prep)(prep.features, prep.content_hash, prep.bandkeys, text)
-                    elif text is not None:
-                        prep = shadow.prepare(text, max_token_bytes=1 << 20)
-                    else:  # pragma: no cover - excluded above
-                        continue
-                    shadow.ingest(
-                        item.item_id,
-                        prep,
-                        text=prep.normalized or None,
-                        media_type=item.media_type,
-                        source_time=item.source_time,
-                    )
-                    n += 1
-                shadow.flush()
-                self.counts = _Counts()
-                self.attach(shadow, "shadow", rel, self.live_rel)
-                _write_pointer(self.root, self.live_rel, rel, "shadow")
+            self.building = rel
+            try:
+                n, shadow = self._build(live, config, proposed, rel, same_shingles, actor)
+            finally:
+                self.building = None
             event = self._record(
                 "start", actor, items=n, shadow=config.to_dict(), policy=shadow.policy.to_dict()
             )
         return {**self.status(), "rebuilt_items": n, "event_hash": event, "warnings": warnings}
+
+    def _build(
+        self,
+        live: Tenant,
+        config: TenantConfig,
+        proposed: Policy,
+        rel: str,
+        same_shingles: bool,
+        actor: str | None,
+    ) -> tuple[int, Tenant]:
+        """:meth:`start`'s exact copy of the live items into a new shadow, attached."""
+        path = os.path.join(self.root, rel)
+        if os.path.exists(path):
+            shutil.rmtree(path)  # a half-built shadow of an earlier attempt
+        shadow = Tenant.create(path, live.tenant, config, self.master, **self._kw)
+        n = 0
+        with live._lock:  # writes wait: the copy must be exact
+            shadow.adopt_policy(
+                live.policy_history(),
+                proposed,
+                actor=actor,
+                source="shadow start",
+                placeholder=True,
+            )
+            for item, feats, text in live.live_items():
+                if same_shingles:
+                    prep = shadow.prepare_from_features(feats, item.content_hash)
+                    if text is not None:
+                        prep = type(prep)(prep.features, prep.content_hash, prep.bandkeys, text)
+                elif text is not None:
+                    prep = shadow.prepare(text, max_token_bytes=1 << 20)
+                else:  # pragma: no cover - excluded above
+                    continue
+                shadow.ingest(
+                    item.item_id,
+                    prep,
+                    text=prep.normalized or None,
+                    media_type=item.media_type,
+                    source_time=item.source_time,
+                )
+                n += 1
+            shadow.flush()
+            self.counts = _Counts()
+            self.attach(shadow, "shadow", rel, self.live_rel)
+            _write_pointer(self.root, self.live_rel, rel, "shadow")
+        return n, shadow
 
     # -- mirroring and comparison ------------------------------------------------
     def mirror_upsert(
@@ -252,7 +389,9 @@ class Migration:
         try:
             resp = other.upsert(**kwargs)
         except NeardupError:
-            self.counts.mirror_errors += 1
+            with self._lock:
+                self.counts.mirror_errors += 1
+                self.counts.missed_writes += 1
             return None
         return self._compare(live_response, resp)
 
@@ -262,8 +401,12 @@ class Migration:
             return
         try:
             other.tombstone(item_id)
+        except NotFound:
+            pass  # gone there too (a repeated tombstone): nothing is missed
         except NeardupError:
-            self.counts.mirror_errors += 1
+            with self._lock:
+                self.counts.mirror_errors += 1
+                self.counts.missed_writes += 1
 
     def compare_query(self, content: str, live_response: dict[str, Any]) -> dict[str, Any] | None:
         """Run the same query on the companion; return the comparison (or None)."""
@@ -273,7 +416,8 @@ class Migration:
         try:
             resp = other.candidates(content, limit=max(len(live_response["candidates"]), 10))
         except NeardupError:
-            self.counts.mirror_errors += 1
+            with self._lock:
+                self.counts.mirror_errors += 1
             return None
         return self._compare(live_response, resp)
 
@@ -328,6 +472,14 @@ class Migration:
                     f"tenant {self.live.tenant!r} has no shadow or previous version",
                     "start a shadow first (PUT .../shadow)",
                 )
+            if self.counts.missed_writes:
+                raise Conflict(
+                    f"the {self.role} version of tenant {self.live.tenant!r} failed to take "
+                    f"{self.counts.missed_writes} mirrored write(s) the live version "
+                    "acknowledged; promoting it would lose them",
+                    "roll back (or retire) it and start a new shadow; the server log and "
+                    "GET .../shadow (mirror_errors) show the cause",
+                )
             with self.live._lock, other._lock:
                 desired = other.policy
                 warnings = guard(other.config, desired) if guard is not None else []
@@ -350,7 +502,19 @@ class Migration:
             return self.live, warnings
 
     def drop(self, *, actor: str | None, expect: Role) -> dict[str, Any]:
-        """Roll back a shadow, or retire a previous version: its files are removed."""
+        """Roll back a shadow, or retire a previous version: its files are removed.
+
+        Nothing else may use the version meanwhile (the service holds its tenant's
+        :class:`VersionGate` exclusively for :meth:`detach`, then removes it)."""
+        with self._lock:
+            other, rel = self.detach(actor=actor, expect=expect)
+            remove_version(self.root, other, rel)
+            return self.status()
+
+    def detach(self, *, actor: str | None, expect: Role) -> tuple[Tenant, str]:
+        """Forget the shadow (``expect="shadow"``) or previous version: recorded, and
+        ``LIVE.json`` no longer names it.  Returns it, still open, and its folder for
+        :func:`remove_version`."""
         with self._lock:
             other, rel = self.other, self.other_rel
             if other is None or rel is None or self.role != expect:
@@ -361,9 +525,7 @@ class Migration:
             self._record("rollback" if expect == "shadow" else "retire", actor, dropped=rel)
             _write_pointer(self.root, self.live_rel, None, None)
             self.other, self.other_rel, self.role = None, None, None
-            other.close()
-            _remove_version(self.root, rel)
-            return self.status()
+            return other, rel
 
     def _record(self, action: str, actor: str | None, **fields: Any) -> str:
         ev = self.live._record(
@@ -411,6 +573,7 @@ class Migration:
                 "candidates_live": c.candidates_live,
                 "candidates_other": c.candidates_other,
                 "mirror_errors": c.mirror_errors,
+                "missed_writes": c.missed_writes,
                 "examples": list(c.examples),
             }
         return out

@@ -430,6 +430,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
                     "candidates_live": _int,
                     "candidates_other": _int,
                     "mirror_errors": _int,
+                    "missed_writes": _int,
                     "examples": {"type": "array"},
                 },
             },
@@ -624,7 +625,8 @@ def _op(
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },
             "503": {
-                "description": "the tenant is degraded or the server's storage failed; "
+                "description": "the tenant is degraded or busy switching versions, or the "
+                "server's storage failed; "
                 "retry later with the same idempotency key",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },

@@ -306,8 +306,9 @@ def _error(exc: NeardupError) -> JSONResponse:
         "fix": _text(_fix(exc)),
     }
     headers = {}
-    if isinstance(exc, LimitExceeded) and exc.retry_after is not None:
-        headers["Retry-After"] = str(max(1, int(exc.retry_after + 0.999)))
+    retry_after = getattr(exc, "retry_after", None)  # LimitExceeded (429), Busy (503)
+    if isinstance(retry_after, int | float):
+        headers["Retry-After"] = str(max(1, int(retry_after + 0.999)))
     return JSONResponse(body, status_code=status, headers=headers)
 
 

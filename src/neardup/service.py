@@ -33,18 +33,21 @@ Example:
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import logging
 import os
 import secrets
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ._crypto import MasterSecret
 from ._errors import (
+    Busy,
     Conflict,
     CorruptFile,
     DocumentTooLarge,
@@ -61,7 +64,7 @@ from ._errors import (
 from ._validate import INT64_MAX, check, check_int, short
 from .auth import PERMISSIONS, AuditLog, Keyring, Principal
 from .decisions import Policy, PolicyGuard
-from .migration import Migration, is_tenant_root, load_tenant
+from .migration import Migration, VersionGate, is_tenant_root, load_tenant, remove_version
 from .persist import atomic_write
 from .schemas import SCHEMAS
 from .tenant import Tenant, TenantConfig, valid_tenant_id
@@ -74,6 +77,36 @@ _log = logging.getLogger("neardup.service")
 #: is checked against these schemas first (they are what /openapi.json publishes).
 _ITEM_ID = SCHEMAS["UpsertRequest"]["properties"]["item_id"]
 _IDEMPOTENCY_KEY = SCHEMAS["UpsertRequest"]["properties"]["idempotency_key"]
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+#: The version-gate leases of the request running in this context (see _request).
+_LEASES: contextvars.ContextVar[list[VersionGate] | None] = contextvars.ContextVar(
+    "neardup_leases", default=None
+)
+
+
+def _request(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """One request: the leases its tenant lookups take (:meth:`Service.tenant`) are
+    held until it returns.  Nested calls (``decide`` storing through ``upsert``)
+    belong to the outer request and reuse its leases."""
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if _LEASES.get() is not None:
+            return fn(*args, **kwargs)
+        held: list[VersionGate] = []
+        token = _LEASES.set(held)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _LEASES.reset(token)
+            for gate in reversed(held):
+                gate.release()
+
+    return run
 
 
 def _inside(path: str, root: str) -> bool:
@@ -120,6 +153,10 @@ class ServiceConfig:
     explain_max_chars: int = 100_000
     #: Snapshots each tenant keeps under its snapshots/ folder (the newest).
     snapshot_keep: int = 3
+    #: How long a version switch (shadow promote / rollback / retire, reopen) waits
+    #: for the tenant's requests in flight; past it the switch answers 503 ``busy``
+    #: and changes nothing.  Requests arriving meanwhile wait for the switch.
+    switch_wait_s: float = 5.0
 
     def __post_init__(self) -> None:
         lo, hi = self.policy_threshold_range
@@ -129,6 +166,10 @@ class ServiceConfig:
                 self.policy_threshold_range,
                 "must satisfy 0 < lo <= hi <= 1",
                 "use e.g. (0.5, 0.99)",
+            )
+        if not 0 < self.switch_wait_s <= 600:
+            raise InvalidConfig(
+                "switch_wait_s", self.switch_wait_s, "must be in (0, 600] seconds", "use e.g. 5"
             )
         if not 0 <= self.audit_sample_rate <= 1 or self.audit_interval_s < 0:
             raise InvalidConfig(
@@ -227,6 +268,8 @@ class Service:
         self._lock = threading.Lock()
         self._tenants: dict[str, Tenant] = {}
         self._migrations: dict[str, Migration] = {}
+        #: Per tenant: requests hold a shared lease, version switches hold it alone.
+        self._gates: dict[str, VersionGate] = {}
         self._buckets: dict[str, _Bucket] = {}
         self.started = time.time()
         self.counts: dict[str, int] = {}
@@ -297,7 +340,8 @@ class Service:
         """Open a failed or stopped tenant again (after a repair or a disk fix)."""
         valid_tenant_id(tenant_id)
         principal.require("tenant", tenant_id)
-        with self._lock:
+        # Its versions are closed and opened again: not under a request in flight.
+        with self._gate(tenant_id).exclusive(self.config.switch_wait_s, "reopen"), self._lock:
             cur = self._tenants.get(tenant_id)
             if cur is not None and cur.stopped is None:
                 return {**cur.stats(), "reopened": False}
@@ -324,6 +368,7 @@ class Service:
                 info["runbook"],
             )
         return {**t.stats(), "reopened": True}
+
     @classmethod
     def init(
         cls, config: ServiceConfig, *, operator_tenants: Sequence[str] = ()
@@ -361,18 +406,64 @@ class Service:
 
     def close(self) -> None:
         with self._lock:
-            for t in self._tenants.values():
-                t.close()
-            for mig in self._migrations.values():
-                if mig.other is not None:
-                    mig.other.close()
-            self._tenants.clear()
-            self._migrations.clear()
+            gates = list(self._gates.values())
+        held = []
+        deadline = time.monotonic() + self.config.switch_wait_s
+        for gate in gates:
+            # Requests in flight finish first (bounded); new ones wait, then find
+            # the tenant gone.  A request still running past the wait is not waited for.
+            try:
+                gate.acquire_all(max(0.01, deadline - time.monotonic()), "close")
+                held.append(gate)
+            except Busy as exc:
+                _log.warning("closing while requests are in flight: %s", exc)
+        try:
+            with self._lock:
+                for t in self._tenants.values():
+                    t.close()
+                for mig in self._migrations.values():
+                    if mig.other is not None:
+                        mig.other.close()
+                self._tenants.clear()
+                self._migrations.clear()
+        finally:
+            for gate in held:
+                gate.release_all()
 
     # -- plumbing ----------------------------------------------------------------
-    def tenant(self, principal: Principal, op: str, tenant_id: str) -> Tenant:
-        """Authorize ``op`` on ``tenant_id``, apply its rate limit, and return it."""
+    def _gate(self, tenant_id: str) -> VersionGate:
+        gate = self._gates.get(tenant_id)
+        if gate is None:
+            with self._lock:
+                gate = self._gates.setdefault(tenant_id, VersionGate(tenant_id))
+        return gate
+
+    def _lease(self, tenant_id: str) -> None:
+        """Hold a shared lease on the tenant's versions for the running request (see
+        :func:`_request`): no version it uses is switched, closed or removed under it."""
+        held = _LEASES.get()
+        if held is None or tenant_id not in self._tenants:
+            # Not inside a request (a direct call), or no open tenant (the lookup
+            # answers 404 / 503): nothing to hold.
+            return
+        gate = self._gate(tenant_id)
+        if gate not in held:
+            # Waits only while a switch waits or runs, which is bounded by
+            # switch_wait_s plus the switch itself (a reopen replays its log).
+            gate.acquire(self.config.switch_wait_s + 60.0)
+            held.append(gate)
+
+    def tenant(
+        self, principal: Principal, op: str, tenant_id: str, *, lease: bool = True
+    ) -> Tenant:
+        """Authorize ``op`` on ``tenant_id``, apply its rate limit, and return it.
+
+        Inside a request (:func:`_request`) a lease on the tenant's versions is held
+        from here to the request's end (``lease=False``: a switch, which takes the
+        tenant's gate exclusively itself)."""
         principal.require(op, tenant_id)
+        if lease:
+            self._lease(tenant_id)
         t = self._tenants.get(tenant_id)
         if t is None and tenant_id in self.failed:
             info = self.failed[tenant_id]
@@ -583,6 +674,7 @@ class Service:
         )
         return token
 
+    @_request
     def upsert(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         self.tenant(principal, "upsert", tenant_id)
         self._check_item(body, tenant_id, "UpsertRequest")
@@ -603,19 +695,17 @@ class Service:
         )
 
     def _store(self, tenant_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """Upsert into the live version, mirrored to a shadow / previous version."""
-        mig = self._migrations[tenant_id]
-        live = mig.live
-        out = live.upsert(**kwargs)
-        if mig.live is not live:
-            # Promoted while this request waited: the new live version must have it too.
-            mig.live.upsert(**kwargs)
-        else:
-            cmp = mig.mirror_upsert(kwargs, out)
-            if cmp is not None:
-                out = {**out, "shadow": cmp}
-        return out
+        """Upsert into the live version, mirrored to a shadow / previous version.
 
+        Under the request's lease: no switch happens between the two, so a write is
+        acknowledged only once both versions have it (or the companion's miss is
+        counted, and it is never promoted)."""
+        mig = self._migrations[tenant_id]
+        out = mig.live.upsert(**kwargs)
+        cmp = mig.mirror_upsert(kwargs, out)
+        return out if cmp is None else {**out, "shadow": cmp}
+
+    @_request
     def candidates(
         self, principal: Principal, tenant_id: str, body: dict[str, Any], limit: int | None = None
     ) -> dict[str, Any]:
@@ -633,6 +723,7 @@ class Service:
         cmp = self._migrations[tenant_id].compare_query(content, out)
         return out if cmp is None else {**out, "shadow": cmp}
 
+    @_request
     def decide(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Decide an item and record it; with ``item_id`` the item is stored too (and
         linked or quarantined by the decision), without it only the decision is logged."""
@@ -665,6 +756,7 @@ class Service:
         )
 
     # -- decision layer ------------------------------------------------------------
+    @_request
     def set_policy(
         self, principal: Principal, tenant_id: str, body: dict[str, Any]
     ) -> dict[str, Any]:
@@ -695,12 +787,15 @@ class Service:
         )
         return out
 
+    @_request
     def threshold_report(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         return self.tenant(principal, "decisions", tenant_id).threshold_report()
 
+    @_request
     def policies(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         return self.tenant(principal, "read", tenant_id).policies()
 
+    @_request
     def events(
         self, principal: Principal, tenant_id: str, after: int = 0, limit: int = 1000
     ) -> dict[str, Any]:
@@ -709,10 +804,12 @@ class Service:
         check_int("limit", limit, 1, 10_000)
         return t.events(after=after, limit=limit)
 
+    @_request
     def item_state(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
         t = self.tenant(principal, "read", tenant_id)
         return t.state(self._check_id(item_id))
 
+    @_request
     def resolve_item(
         self, principal: Principal, tenant_id: str, item_id: str, action: str, body: dict[str, Any]
     ) -> dict[str, Any]:
@@ -734,6 +831,7 @@ class Service:
         self.audit.write(principal, action, tenant_id, item_id=item_id, seq=out["event"]["seq"])
         return out
 
+    @_request
     def label(self, principal: Principal, tenant_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """A reviewer label for a pair (``left``, ``right``) or for a recorded decision
         (``decision_seq``: its item and the candidate it was compared with)."""
@@ -763,16 +861,19 @@ class Service:
         self.audit.write(principal, "label", tenant_id, seq=out["event"]["seq"])
         return out
 
+    @_request
     def verify(self, principal: Principal, tenant_id: str, left: str, right: str) -> dict[str, Any]:
         t = self.tenant(principal, "verify", tenant_id)
         return t.verify(self._check_id(left, "left"), self._check_id(right, "right"))
 
+    @_request
     def verify_request(self, principal: Principal, tenant_id: str, body: Any) -> dict[str, Any]:
         """``POST .../verify``: the body validated after the caller is authorized."""
         principal.require("verify", tenant_id)
         check(SCHEMAS["VerifyRequest"], body, "body")
         return self.verify(principal, tenant_id, body["left"], body["right"])
 
+    @_request
     def tombstone(
         self,
         principal: Principal,
@@ -794,11 +895,20 @@ class Service:
         return out
 
     # -- shadow indexes ------------------------------------------------------------
+    @_request
     def shadow(
         self, principal: Principal, tenant_id: str, action: str, body: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """start (body = the new TenantConfig) / status / promote / rollback / retire."""
-        self.tenant(principal, "shadow" if action != "status" else "read", tenant_id)
+        """start (body = the new TenantConfig) / status / promote / rollback / retire.
+
+        A switch (promote, rollback, retire) holds the tenant's version gate alone:
+        it waits up to ``switch_wait_s`` for the requests in flight (503 ``busy``
+        past it, nothing changed), switches, and closes and removes a dropped
+        version only once no request can reach it (see :mod:`neardup.migration`)."""
+        switch = action in ("promote", "rollback", "retire")
+        self.tenant(
+            principal, "shadow" if action != "status" else "read", tenant_id, lease=not switch
+        )
         mig = self._migrations[tenant_id]
         actor = principal.key_id
         if action == "status":
@@ -809,15 +919,9 @@ class Service:
                 out = mig.start(
                     TenantConfig.from_dict(body or {}), actor=actor, guard=self._recall_guard
                 )
-            elif action == "promote":
-                with self._lock:
-                    live, warnings = mig.promote(actor=actor, guard=self._recall_guard)
-                    self._tenants[tenant_id] = live
-                out = {**mig.status(), "warnings": warnings}
-            elif action == "rollback":
-                out = mig.drop(actor=actor, expect="shadow")
-            elif action == "retire":
-                out = mig.drop(actor=actor, expect="previous")
+            elif switch:
+                out = self._switch(tenant_id, action, actor)
+                mig = self._migrations[tenant_id]
             else:
                 raise NotFound(f"no shadow action {action!r}", "use promote, rollback or retire")
         except NeardupError as exc:
@@ -835,18 +939,55 @@ class Service:
         )
         return out
 
+    def _switch(self, tenant_id: str, action: str, actor: str | None) -> dict[str, Any]:
+        """Promote, roll back or retire under the tenant's gate, held alone."""
+        building = self._migrations[tenant_id].building
+        if building:
+            # It holds a lease until it is built: waiting for it would only hold
+            # the tenant's requests back for switch_wait_s.
+            raise Busy(
+                f"tenant {tenant_id!r} is building a shadow ({building})",
+                f"retry the {action} once PUT .../shadow has answered",
+            )
+        with self._gate(tenant_id).exclusive(self.config.switch_wait_s, action):
+            mig = self._migrations.get(tenant_id)
+            if mig is None:  # reopened meanwhile and failed to start
+                raise NotFound(f"tenant {tenant_id!r} is not open", "see GET /readyz")
+            with mig.lock:
+                if action == "promote":
+                    live, warnings = mig.promote(actor=actor, guard=self._recall_guard)
+                    with self._lock:
+                        self._tenants[tenant_id] = live
+                    return {**mig.status(), "warnings": warnings}
+                dropped, rel = mig.detach(
+                    actor=actor, expect="shadow" if action == "rollback" else "previous"
+                )
+                out = mig.status()
+                # Still under the migration's lock (a new shadow of the same folder
+                # name waits), no longer under the gate: requests go on meanwhile, and
+                # none can reach the detached version.
+                mig.lock.acquire()
+        try:
+            remove_version(mig.root, dropped, rel)
+        finally:
+            mig.lock.release()
+        return out
+
+    @_request
     def compact(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         t = self.tenant(principal, "compact", tenant_id)
         out = t.compact()
         self.audit.write(principal, "compact", tenant_id, seq=out["seq"])
         return out
 
+    @_request
     def snapshot(self, principal: Principal, tenant_id: str) -> bytes:
         t = self.tenant(principal, "snapshot", tenant_id)
         blob = t.snapshot()
         self.audit.write(principal, "snapshot", tenant_id, seq=t.seq, bytes=len(blob))
         return blob
 
+    @_request
     def restore(self, principal: Principal, tenant_id: str, blob: bytes) -> dict[str, Any]:
         t = self.tenant(principal, "restore", tenant_id)
         mig = self._migrations[tenant_id]
@@ -868,10 +1009,12 @@ class Service:
         self.audit.write(principal, "restore", tenant_id, outcome="ok", seq=out["restored_seq"])
         return out
 
+    @_request
     def item(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
         t = self.tenant(principal, "read", tenant_id)
         return t.item(self._check_id(item_id))
 
+    @_request
     def content(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
         """Retained text of an item: reviewer role only, and every attempt is audited."""
         try:
@@ -898,9 +1041,11 @@ class Service:
         )
         return out
 
+    @_request
     def digest(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         t = self.tenant(principal, "stats", tenant_id)
         return {"tenant_id": tenant_id, "seq": t.seq, "digest": t.digest()}
 
+    @_request
     def stats(self, principal: Principal, tenant_id: str) -> dict[str, Any]:
         return self.tenant(principal, "read", tenant_id).stats()
