@@ -405,3 +405,22 @@ def test_closing_a_tenant_ends_its_background_audit_quietly(
     assert crashes == []
     assert t.counters.audits == audits  # a scan cut short counts nothing
     assert not t.maybe_audit(t.prepare(_text(2)), [])  # none starts on a closed tenant
+
+
+def test_items_deleted_before_a_shadow_build_stay_deleted_after_promote(
+    tmp_path: Path,
+) -> None:
+    """Found by the model test: a shadow built from live items only made an item
+    deleted earlier read as never stored (404) once the shadow was promoted."""
+    svc, op, prod = _service(tmp_path, wait=5)
+    before = svc.tombstone(prod, "t1", "x1")
+    svc.shadow(op, "t1", "start", B)
+    svc.shadow(op, "t1", "promote")
+    item = svc.item(prod, "t1", "x1")
+    assert item["live"] is False and item["tombstone_epoch"] == before["epoch"]
+    assert svc.item(prod, "t1", "x2")["live"] is True
+    # The deleted item can be stored again, as on the version it came from.
+    again = svc.upsert(prod, "t1", {"item_id": "x1", "content": _text(1)})
+    assert again["status"] in ("inserted", "replaced")
+    assert svc.item(prod, "t1", "x1")["live"] is True
+    svc.close()

@@ -372,6 +372,9 @@ class Migration:
                     source_time=item.source_time,
                 )
                 n += 1
+            # Deleted items stay deleted (GET answers live: false, not 404).
+            for item in live.store.tombstoned():
+                shadow.ingest_tombstoned(item)
             shadow.flush()
             self.counts = _Counts()
             self.attach(shadow, "shadow", rel, self.live_rel)

@@ -472,6 +472,15 @@ class FeatureStore:
             self._seal.unbind_str("source_time", pos, row[7]),
         )
 
+    def tombstoned(self) -> list[StoredItem]:
+        """Items whose current version is tombstoned, in position order."""
+        rows = self._db.execute(
+            "SELECT pos, item_id, version, content_hash, n_shingles, tombstone_epoch, "
+            "media_type, source_time FROM items i WHERE tombstone_epoch IS NOT NULL "
+            "AND pos = (SELECT MAX(pos) FROM items j WHERE j.item_id = i.item_id) ORDER BY pos"
+        ).fetchall()
+        return [self._item(r) for r in rows]
+
     def live_count(self) -> int:
         row = self._db.execute(
             "SELECT COUNT(*) FROM items WHERE tombstone_epoch IS NULL"

@@ -851,6 +851,37 @@ class Tenant:
         self.log.sync(self.log.last_seq)
         self._maybe_compact_index()
 
+    def ingest_tombstoned(self, item: StoredItem) -> None:
+        """Record that ``item`` was stored and is tombstoned (a shadow build carries
+        the live version's tombstones, so that the item reads as deleted, not as
+        never stored).  No features are kept; no decision event is written."""
+        if item.tombstone_epoch is None:
+            return
+        with self._lock:
+            if self.store.current(item.item_id) is not None:
+                return
+            prep = self.prepare_from_features(np.zeros(0, dtype=np.uint64), item.content_hash)
+            self.ingest(
+                item.item_id,
+                prep,
+                text=None,
+                media_type=item.media_type,
+                source_time=item.source_time,
+            )
+            cur = self.store.current(item.item_id)
+            if cur is None:  # pragma: no cover - ingest just stored it
+                return
+            header = {
+                "op": "tombstone",
+                "item_id": item.item_id,
+                "pos": cur.pos,
+                "epoch": item.tombstone_epoch,
+                "response": None,
+                "idem": None,
+                "event": None,
+            }
+            self._commit(Command(self.seq + 1, header))
+
     def live_items(self) -> Iterator[tuple[StoredItem, npt.NDArray[np.uint64], str | None]]:
         """(item, features, retained text) of every live item, in position order."""
         for pos, item_id, feats in self.store.all_features():
