@@ -47,6 +47,7 @@ EXPECTED = {
     "PStableHasher",
     "VectorConfig",
     "VectorSignatures",
+    "compile_kernels",
     "cosine_from_hamming",
     "hamming_distance",
     "hyperplane_collision",

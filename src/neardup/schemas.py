@@ -542,7 +542,11 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "pos": _int,
             "epoch": _int,
             "replaces": {"type": ["integer", "null"]},
-            "response": {"type": "object"},
+            "response": {
+                "type": ["object", "null"],
+                "description": "the response to repeat for the idempotency key; null "
+                "when the request carried none",
+            },
             "event": {
                 "type": ["object", "null"],
                 "description": "the decision-log record applied with the command "
