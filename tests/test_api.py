@@ -17,6 +17,7 @@ EXPECTED = {
     "BandIndex",
     "CommandLog",
     "Busy",
+    "DeadlineExceeded",
     "Conflict",
     "Forbidden",
     "Keyring",
@@ -145,7 +146,7 @@ def test_every_exception_is_in_one_tree() -> None:
         for n in neardup.__all__
         if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)
     ]
-    assert len(errors) == 19
+    assert len(errors) == 20
     for e in errors:
         assert issubclass(e, neardup.NeardupError)
 

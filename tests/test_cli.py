@@ -91,7 +91,10 @@ def test_jsonl_end_to_end(tmp_path: Path, texts: list[str]) -> None:
     write_jsonl(src, recs)
     proc = run("dedup", str(src), "--output", str(tmp_path / "out"), "--id-field", "id")
     assert "documents" in proc.stdout
-    assert proc.stderr == ""  # no progress bars when stderr is not a terminal
+    # No progress bars when stderr is not a terminal; only a first run on a cold
+    # kernel cache says that it compiles (tests/test_warm.py checks those lines).
+    noise = ("neardup: compiling ", "neardup: kernels compiled ")
+    assert [ln for ln in proc.stderr.splitlines() if not ln.startswith(noise)] == []
     out = tmp_path / "out"
     check_outputs(out, texts, "jsonl", lambda m: f"r{m:03d}")
     kept_lines = (out / "kept.jsonl").read_text().splitlines()

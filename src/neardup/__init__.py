@@ -13,6 +13,7 @@ from ._errors import (
     Busy,
     Conflict,
     CorruptFile,
+    DeadlineExceeded,
     Degraded,
     DocumentTooLarge,
     EmptyDocument,
@@ -222,6 +223,7 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -236,6 +238,7 @@ __all__ = [
     "Config",
     "Conflict",
     "CorruptFile",
+    "DeadlineExceeded",
     "Decision",
     "DedupIndex",
     "DedupResult",

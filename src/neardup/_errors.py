@@ -260,6 +260,20 @@ class Busy(ServiceError):
         self.retry_after = retry_after
 
 
+class DeadlineExceeded(ServiceError):
+    """A request used up its time budget (``request_budget_s``) before it was logged:
+    nothing was stored or recorded; retry after ``retry_after`` seconds (with the
+    same idempotency key, if it had one).  A request that was logged is always
+    completed and acknowledged, however long it took."""
+
+    status = 503
+    code = "deadline_exceeded"
+
+    def __init__(self, reason: str, fix: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(reason, fix)
+        self.retry_after = retry_after
+
+
 class LimitExceeded(ServiceError):
     """A configured limit was hit before anything was allocated.
 

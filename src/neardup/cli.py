@@ -1206,6 +1206,7 @@ def _service_config(opts: dict[str, Any]) -> Any:
             0.01 if opts.get("audit_sample_rate") is None else opts["audit_sample_rate"]
         ),
         audit_interval_s=60.0 if opts.get("audit_interval") is None else opts["audit_interval"],
+        request_budget_s=opts.get("request_budget") or 5.0,
     )
 
 
@@ -1259,6 +1260,9 @@ def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
               "(measured recall: neardup_audit_misses_total).")
 @click.option("--audit-interval", type=float, default=60.0, show_default=True,
               help="At most one exact audit per tenant per this many seconds.")
+@click.option("--request-budget", type=float, default=5.0, show_default=True,
+              help="Seconds a write may take before it is logged (waiting included); "
+              "past it: 503 deadline_exceeded and nothing is recorded.")
 @click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
 @click.option(
     "--workers",

@@ -390,7 +390,9 @@ class Migration:
         if other is None or live_response.get("status") == "unchanged":
             return None
         try:
-            resp = other.upsert(**kwargs)
+            # The live write is logged and will be acknowledged: its copy is
+            # completed however long it takes (a deadline here would only lose it).
+            resp = other.upsert(**{**kwargs, "deadline": float("inf")})
         except NeardupError:
             with self._lock:
                 self.counts.mirror_errors += 1
@@ -403,7 +405,7 @@ class Migration:
         if other is None:
             return
         try:
-            other.tombstone(item_id)
+            other.tombstone(item_id, deadline=float("inf"))
         except NotFound:
             pass  # gone there too (a repeated tombstone): nothing is missed
         except NeardupError:
@@ -457,9 +459,7 @@ class Migration:
         }
 
     # -- switching ---------------------------------------------------------------
-    def promote(
-        self, *, actor: str | None, guard: Guard | None = None
-    ) -> tuple[Tenant, list[str]]:
+    def promote(self, *, actor: str | None, guard: Guard | None = None) -> tuple[Tenant, list[str]]:
         """Make the companion live (atomically); the old live becomes ``previous``.
 
         ``guard`` is applied again to the companion's policy under its layout (the

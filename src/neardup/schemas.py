@@ -23,8 +23,7 @@ _item_id = {
     "type": "string",
     "minLength": 1,
     "maxLength": 256,
-    "description": "any text of 1-256 characters; in a URL path, percent-encode it "
-    "(a '/' as %2F)",
+    "description": "any text of 1-256 characters; in a URL path, percent-encode it (a '/' as %2F)",
 }
 _seq = {"type": "integer", "minimum": 0, "maximum": INT64_MAX}
 _rationale = {"type": "string", "maxLength": 2000}
@@ -629,7 +628,8 @@ def _op(
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
             },
             "503": {
-                "description": "the tenant is degraded or busy switching versions, or the "
+                "description": "the tenant is degraded or busy switching versions, the "
+                "request used up its time budget before it was logged, or the "
                 "server's storage failed; "
                 "retry later with the same idempotency key",
                 "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},

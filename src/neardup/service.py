@@ -157,6 +157,10 @@ class ServiceConfig:
     #: for the tenant's requests in flight; past it the switch answers 503 ``busy``
     #: and changes nothing.  Requests arriving meanwhile wait for the switch.
     switch_wait_s: float = 5.0
+    #: Seconds a write (upsert, tombstone) may take before it is logged: waiting
+    #: for the tenant's writer included.  Past it: 503 ``deadline_exceeded``,
+    #: nothing recorded.  A logged write is always completed.
+    request_budget_s: float = 5.0
 
     def __post_init__(self) -> None:
         lo, hi = self.policy_threshold_range
@@ -166,6 +170,13 @@ class ServiceConfig:
                 self.policy_threshold_range,
                 "must satisfy 0 < lo <= hi <= 1",
                 "use e.g. (0.5, 0.99)",
+            )
+        if not 0 < self.request_budget_s <= 3600:
+            raise InvalidConfig(
+                "request_budget_s",
+                self.request_budget_s,
+                "must be in (0, 3600] seconds",
+                "use e.g. 5",
             )
         if not 0 < self.switch_wait_s <= 600:
             raise InvalidConfig(
@@ -402,6 +413,7 @@ class Service:
             "verify_budget": self.config.verify_budget,
             "explain_max_chars": self.config.explain_max_chars,
             "snapshot_keep": self.config.snapshot_keep,
+            "request_budget_s": self.config.request_budget_s,
         }
 
     def close(self) -> None:

@@ -518,6 +518,22 @@ class FeatureStore:
                 )
         return out
 
+    def live_positions(self, positions: Sequence[int]) -> set[int]:
+        """The positions among ``positions`` that are live and hold features (what
+        :meth:`features` would return, without reading or opening any blob)."""
+        out: set[int] = set()
+        ps = [int(p) for p in positions]
+        for lo in range(0, len(ps), 500):
+            chunk = ps[lo : lo + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT pos FROM items WHERE pos IN ({marks}) "  # noqa: S608
+                "AND tombstone_epoch IS NULL AND features IS NOT NULL",
+                chunk,
+            ).fetchall()
+            out.update(int(r[0]) for r in rows)
+        return out
+
     def text(self, pos: int) -> str | None:
         row = self._db.execute("SELECT text FROM items WHERE pos=?", (pos,)).fetchone()
         if row is None or row[0] is None:

@@ -61,6 +61,7 @@ from ._errors import (
     CommandFailed,
     Conflict,
     CorruptFile,
+    DeadlineExceeded,
     Degraded,
     EmptyDocument,
     InvalidConfig,
@@ -358,6 +359,22 @@ class _Counters:
     last_report: dict[str, Any] | None = None
 
 
+@dataclass
+class _Preverified:
+    """Exact scores computed before the tenant's write lock is taken, reused under it.
+
+    A committed position's features never change (a new version of an item gets a
+    new position), so its score stays true; only whether it is still live can
+    change, and that is checked again under the lock.  Positions at or past
+    ``below`` may belong to a write still being applied and are not kept; a
+    restore (another generation) drops everything kept.
+    """
+
+    generation: int
+    below: int
+    scores: dict[int, tuple[str, int, int]] = field(default_factory=dict)
+
+
 def _exact(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> tuple[int, int]:
     inter = int(np.intersect1d(a, b, assume_unique=True).shape[0])
     return inter, int(a.shape[0] + b.shape[0] - inter)
@@ -415,8 +432,12 @@ class Tenant:
         explain_max_chars: int = 100_000,
         start: bool = True,
         snapshot_keep: int = 3,
+        request_budget_s: float | None = None,
     ) -> None:
         self.root = root
+        #: Seconds a write may take before it is logged (None: no limit); past it
+        #: the request ends with DeadlineExceeded and nothing is recorded.
+        self.request_budget_s = request_budget_s
         #: Shingle hashes compared per query (query + candidate sizes, summed).
         self.verify_budget = verify_budget
         #: Snapshots kept under snapshots/ (the newest ones).
@@ -893,9 +914,23 @@ class Tenant:
 
     # -- queries -----------------------------------------------------------------
     def find(
-        self, prep: Prepared, *, limit: int, exclude: int | None = None
+        self,
+        prep: Prepared,
+        *,
+        limit: int,
+        exclude: int | None = None,
+        known: _Preverified | None = None,
+        learn: _Preverified | None = None,
     ) -> tuple[list[Candidate], dict[str, Any]]:
-        """Exactly scored candidates of ``prep`` (best first, at most ``limit``)."""
+        """Exactly scored candidates of ``prep`` (best first, at most ``limit``).
+
+        ``known`` holds scores computed earlier (see :meth:`preverify`): they are
+        reused for positions still live, so the answer is exactly the one a fresh
+        search would give.  ``learn`` collects the scores computed here instead,
+        and then nothing is counted (a pre-pass, not a query).
+        """
+        if known is not None and known.generation != self.generation:
+            known = None
         with span("band_read", bands=self.bands):
             q = self.index.query(prep.bandkeys, max_scan=self.max_scan)
             maybe = prep.content_hash in self._screen
@@ -921,17 +956,29 @@ class Tenant:
                 if over_budget:
                     break
                 part = chosen[lo : lo + 8]
-                feats = self.store.features(part)
+                seen = {p: known.scores[p] for p in part if p in known.scores} if known else {}
+                live = self.store.live_positions(list(seen)) if seen else set()
+                feats = self.store.features([p for p in part if p not in seen])
                 for p in part:
-                    if p not in feats:
+                    if p in seen:
+                        if p not in live:
+                            continue  # tombstoned since it was scored
+                        item_id, inter, union = seen[p]
+                        # |A| + |B| = |A & B| + |A | B|: the same cost as below.
+                        cost = inter + union
+                    elif p in feats:
+                        item_id, f = feats[p]
+                        cost = int(prep.features.shape[0] + f.shape[0])
+                    else:
                         continue  # tombstoned since the band read
-                    item_id, f = feats[p]
-                    cost = int(prep.features.shape[0] + f.shape[0])
                     if out and spent + cost > budget:
                         over_budget = True
                         break
                     spent += cost
-                    inter, union = _exact(prep.features, f)
+                    if p not in seen:
+                        inter, union = _exact(prep.features, f)
+                        if learn is not None and p < learn.below:
+                            learn.scores[p] = (item_id, inter, union)
                     score = inter / union if union else 1.0
                     method = "identical" if p in same and inter == union else "minhash-lsh"
                     out.append(
@@ -948,6 +995,8 @@ class Tenant:
                     )
         capped = capped or over_budget
         out.sort(key=lambda c: (-c.score, c.item_id))
+        if learn is not None:
+            return out[:limit], {}
         self.counters.queries += 1
         self.counters.candidates_verified += len(out)
         if capped:
@@ -961,6 +1010,45 @@ class Tenant:
         if over_budget:
             info["verify_budget_hit"] = True
         return out[:limit], info
+
+    def preverify(self, prep: Prepared, item_id: str | None = None) -> _Preverified:
+        """Score ``prep``'s candidates without taking the write lock.
+
+        The costly part of a write (reading candidates' features and intersecting
+        them) runs here, concurrently with the tenant's other requests; under the
+        lock :meth:`find` with ``known=`` then scores only what changed meanwhile,
+        so a large item never holds up small writes.  Best effort: a store being
+        swapped under the scan (a restore) leaves nothing known, never a wrong score.
+        """
+        pre = _Preverified(self.generation, self._next_pos)
+        try:
+            cur = self.store.current(item_id) if item_id is not None else None
+            exclude = cur.pos if cur is not None and cur.live else None
+            self.find(prep, limit=self.policy.max_candidates, exclude=exclude, learn=pre)
+        except (NeardupError, sqlite3.Error):
+            pre.scores.clear()
+        if self.generation != pre.generation:
+            pre.scores.clear()
+        return pre
+
+    def _deadline(self, deadline: float | None) -> float | None:
+        if deadline is not None or self.request_budget_s is None:
+            return deadline
+        return time.monotonic() + self.request_budget_s
+
+    def _check_deadline(self, deadline: float | None, stage: str) -> None:
+        """Raise :class:`DeadlineExceeded` past ``deadline``; only ever called before
+        a command is logged, so a request that ends here left no trace."""
+        if deadline is not None and time.monotonic() > deadline:
+            budget = self.request_budget_s
+            what = "its deadline" if budget is None else f"its time budget of {budget:g} s"
+            raise DeadlineExceeded(
+                f"the request to tenant {self.tenant!r} used up {what} {stage}; nothing "
+                "was stored or recorded",
+                "retry later (with the same idempotency key, if it had one); an operator "
+                "can raise the budget with neardup serve --request-budget",
+                retry_after=1.0,
+            )
 
     def decision(
         self,
@@ -1028,9 +1116,7 @@ class Tenant:
         """Probability that a pair at ``threshold`` shares a band (this layout)."""
         return float(candidate_probability(threshold, self.bands, self.rows))
 
-    def _canonical(
-        self, item_id: str, relinks: dict[str, dict[str, Any]] | None = None
-    ) -> str:
+    def _canonical(self, item_id: str, relinks: dict[str, dict[str, Any]] | None = None) -> str:
         """The canonical item of ``item_id``'s cluster (``relinks``: changes about to be
         applied in the same command take precedence over the stored links)."""
         # Links always point at a cluster's canonical item, so one hop suffices.
@@ -1161,9 +1247,7 @@ class Tenant:
         finally:
             numba.set_num_threads(before)
 
-    def _spans(
-        self, text: str, normalizer: str, other: npt.NDArray[np.uint64]
-    ) -> list[list[int]]:
+    def _spans(self, text: str, normalizer: str, other: npt.NDArray[np.uint64]) -> list[list[int]]:
         """Character spans of ``text`` covered by shingles whose keyed hash is in ``other``.
 
         Works for hashes-only tenants: only the other side's hash set is needed.
@@ -1187,9 +1271,7 @@ class Tenant:
         shared = np.logical_and.reduceat(hit, starts) if hit.size else np.zeros(0, bool)
         shared = shared & (sizes > 0) if hit.size else np.zeros(len(pos), dtype=bool)
         spans = [
-            nt.original_span(s, e)
-            for (_, s, e), ok in zip(pos, shared.tolist(), strict=True)
-            if ok
+            nt.original_span(s, e) for (_, s, e), ok in zip(pos, shared.tolist(), strict=True) if ok
         ]
         return [[a, b] for a, b in _merge(spans)]
 
@@ -1208,9 +1290,9 @@ class Tenant:
         limit = self.explain_max_chars
         # Spans cost Python work per shingle; past the limit the counts above still
         # explain the decision, and the request does not hold the tenant for seconds.
-        query_spans = self._spans(content, self.config.normalizer, other) if len(
-            content
-        ) <= limit else None
+        query_spans = (
+            self._spans(content, self.config.normalizer, other) if len(content) <= limit else None
+        )
         cand_spans = (
             self._spans(cand_text, "raw", prep.features)
             if cand_text is not None and len(cand_text) <= limit
@@ -1295,9 +1377,10 @@ class Tenant:
         """
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         verifiable = self.features_available()
+        pre = self.preverify(prep) if verifiable else None
         with self._lock:
             if verifiable:
-                cands, info = self.find(prep, limit=self.policy.max_candidates)
+                cands, info = self.find(prep, limit=self.policy.max_candidates, known=pre)
             else:
                 cands, info = self.find_unverified(prep)
             d = self.decision(cands, info, prep=prep, content=content, verifiable=verifiable)
@@ -1691,9 +1774,7 @@ class Tenant:
         """
         guard = guard if guard is not None else PolicyGuard()
         with self._lock:
-            pol = Policy.from_dict(
-                {**doc, "version": doc.get("version", self.policy.version + 1)}
-            )
+            pol = Policy.from_dict({**doc, "version": doc.get("version", self.policy.version + 1)})
             if pol.version != self.policy.version + 1:
                 raise Conflict(
                     f"policy version {pol.version} is not the next one "
@@ -1801,9 +1882,7 @@ class Tenant:
             top = max([*versions, self.policy.version])
             want = {**desired.to_dict(), "version": self.policy.version}
             newest = max(int(d["version"]) for d in history)
-            newer = self.policy.version > newest or (
-                not fresh and self.policy.version == newest
-            )
+            newer = self.policy.version > newest or (not fresh and self.policy.version == newest)
             if not (newer and self.policy.to_dict() == want):
                 pol = Policy.from_dict({**desired.to_dict(), "version": top + 1})
                 events.append(self._record_policy(pol, actor, source))
@@ -1977,16 +2056,28 @@ class Tenant:
         body: dict[str, Any] | None = None,
         max_token_bytes: int = 1024,
         actor: str | None = None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Store an item, decide it under the current policy (recorded in the decision
-        log: linked, quarantined or kept) and return its exactly scored candidates."""
+        log: linked, quarantined or kept) and return its exactly scored candidates.
+
+        Candidates are scored before the write lock is taken (:meth:`preverify`);
+        the decision is the one a search under the lock gives.  ``deadline`` (a
+        ``time.monotonic()`` value; default: now + ``request_budget_s``) bounds the
+        time until the command is logged: past it :class:`DeadlineExceeded` and
+        nothing is recorded.  A logged command is always completed.
+        """
+        deadline = self._deadline(deadline)
         if not isinstance(item_id, str) or not 0 < len(item_id) <= 256:
             raise InvalidConfig("item_id", item_id, "must be a 1-256 character string", "send one")
         body = body if body is not None else {"item_id": item_id, "content": content}
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         self._require_features("stored")
+        self._check_deadline(deadline, "while preparing its content")
+        pre = self.preverify(prep, item_id)
+        self._check_deadline(deadline, "while scoring its candidates")
         args = (item_id, prep, body, idempotency_key, replace, media_type, source_time)
-        kw: dict[str, Any] = {"content": content, "actor": actor}
+        kw: dict[str, Any] = {"content": content, "actor": actor, "pre": pre, "deadline": deadline}
         if self._batch_writes:
             if self._writer is None:
                 with self._lock:
@@ -2038,10 +2129,13 @@ class Tenant:
         *,
         content: str,
         actor: str | None,
+        pre: _Preverified | None = None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         stored = self._idempotent(idempotency_key, body)
         if stored is not None:
             return stored
+        self._check_deadline(deadline, "waiting for the tenant's writer")
         cur = self.store.current(item_id)
         replaces = None
         if cur is not None and cur.live:
@@ -2079,7 +2173,7 @@ class Tenant:
                 "tombstone and compact items, or ask an operator to raise max_items",
                 status=429,
             )
-        cands, info = self.find(prep, limit=self.policy.max_candidates, exclude=replaces)
+        cands, info = self.find(prep, limit=self.policy.max_candidates, exclude=replaces, known=pre)
         self.maybe_audit(prep, cands, itself=item_id)
         seq, pos = self.seq + 1, self._next_pos
         # A replaced version leaves its cluster like a tombstoned one: a canonical
@@ -2153,6 +2247,7 @@ class Tenant:
         epoch: int | None = None,
         idempotency_key: str | None = None,
         actor: str | None = None,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         """Logically delete ``item_id``: never returned again; purged at compaction.
 
@@ -2160,12 +2255,15 @@ class Tenant:
         version (the item was rewritten since) is refused with :class:`Conflict`.
         The item leaves its cluster; when it was the cluster's canonical item, the
         cluster is handed to its oldest live member (see :meth:`_handoff`), recorded
-        in the same command as a ``relink`` event.
+        in the same command as a ``relink`` event.  ``deadline`` as for :meth:`upsert`.
         """
+        deadline = self._deadline(deadline)
         body = {"op": "tombstone", "item_id": item_id, "epoch": epoch}
         self._require_features("tombstoned")
         with self._lock:
-            response = self._tombstone_locked(item_id, epoch, idempotency_key, body, actor)
+            response = self._tombstone_locked(
+                item_id, epoch, idempotency_key, body, actor, deadline=deadline
+            )
             sync_to = self.seq
         self.log.sync(sync_to)
         return response
@@ -2177,10 +2275,13 @@ class Tenant:
         idempotency_key: str | None,
         body: dict[str, Any],
         actor: str | None = None,
+        *,
+        deadline: float | None = None,
     ) -> dict[str, Any]:
         stored = self._idempotent(idempotency_key, body)
         if stored is not None:
             return stored
+        self._check_deadline(deadline, "waiting for the tenant's write lock")
         cur = self.store.current(item_id)
         if cur is None or not cur.live:
             raise NotFound(
@@ -2287,8 +2388,7 @@ class Tenant:
             raise
         except (OSError, sqlite3.OperationalError) as exc:
             self.stopped = (
-                f"a storage error while applying command {cmd.seq} ({type(exc).__name__}: "
-                f"{exc})"
+                f"a storage error while applying command {cmd.seq} ({type(exc).__name__}: {exc})"
             )
             _log.error("tenant %s: %s", self.tenant, self.stopped)
             if live:
@@ -2301,8 +2401,7 @@ class Tenant:
             self.seq = max(getattr(self, "seq", 0), cmd.seq)
             self.failed_commands += 1
             _log.error(
-                "tenant %s: command %d (%s) could not be applied and is recorded as "
-                "failed: %s",
+                "tenant %s: command %d (%s) could not be applied and is recorded as failed: %s",
                 self.tenant,
                 cmd.seq,
                 op,
