@@ -28,6 +28,7 @@ import json
 import os
 import re
 import site
+import struct
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -244,6 +245,133 @@ def build_scale_corpus(
         "base_docs": len(base),
         "planted_copies": copies,
         "sources": {"neardup.synthetic_documents": {"docs": len(base), "words": SCALE_WORDS}},
+    }, t0)
+
+
+LOCALE_ROOTS = (Path("/usr/share/locale"), Path("/usr/share/locale-langpack"))
+MIN_MESSAGE_CHARS = 60
+
+
+def changelog_entries() -> Iterator[str]:
+    """Entries of Debian's package changelogs (``changelog.Debian.gz``), one record
+    each: header line, bullet items, sign-off line — a fixed template."""
+    for path in sorted(DOC_ROOT.glob("*/changelog.Debian.gz")) if DOC_ROOT.is_dir() else []:
+        text = _read_text(path)
+        if text is None:
+            continue
+        cur: list[str] = []
+        for line in text.splitlines():
+            cur.append(line)
+            if line.startswith(" -- "):
+                entry = "\n".join(cur).strip()
+                cur = []
+                if entry:
+                    yield entry
+
+
+def _mo_messages(data: bytes) -> list[tuple[bytes, bytes]]:
+    """(msgid, msgstr) pairs of a compiled gettext catalogue (GNU ``.mo`` layout:
+    magic, revision, count, offsets of the two (length, offset) tables)."""
+    import struct
+
+    if len(data) < 20:
+        return []
+    magic = struct.unpack_from("<I", data)[0]
+    end = "<" if magic == 0x950412DE else ">" if magic == 0xDE120495 else ""
+    if not end:
+        return []
+    _, n, orig, trans = struct.unpack_from(end + "4I", data, 4)
+    out = []
+    for i in range(n):
+        ilen, ioff = struct.unpack_from(end + "2I", data, orig + 8 * i)
+        slen, soff = struct.unpack_from(end + "2I", data, trans + 8 * i)
+        out.append((data[ioff : ioff + ilen], data[soff : soff + slen]))
+    return out
+
+
+def catalogue_messages(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
+    """Translated messages of the machine's gettext catalogues (``*.mo``), every
+    script: short, and full of shared phrasing (usage lines, error templates).
+    Catalogue headers (empty msgid) and plural forms past the first are left out."""
+    files: list[Path] = []
+    for root in LOCALE_ROOTS:
+        if root.is_dir():
+            files.extend(sorted(root.glob("*/LC_MESSAGES/*.mo")))
+    for path in files:
+        try:
+            pairs = _mo_messages(path.read_bytes())
+        except (OSError, struct.error):
+            continue
+        for msgid, msgstr in pairs:
+            if not msgid:
+                continue
+            try:
+                msg = msgstr.split(b"\x00")[0].decode("utf-8").strip()
+            except UnicodeDecodeError:
+                continue
+            if len(msg) >= min_chars:
+                yield msg
+
+
+def templated_records(limit: int | None = None) -> tuple[list[str], dict[str, Any]]:
+    """Up to ``limit`` distinct short templated records: changelog entries and
+    catalogue messages interleaved (one entry per seven messages, about their
+    proportions on this machine), in a fixed order."""
+    seen: set[str] = set()
+    out: list[str] = []
+    counts = {"changelog_entries": 0, "catalogue_messages": 0}
+    entries, messages = changelog_entries(), catalogue_messages()
+    live = {"changelog_entries": True, "catalogue_messages": True}
+    i = 0
+    while any(live.values()) and (limit is None or len(out) < limit):
+        src = "changelog_entries" if i % 8 == 0 else "catalogue_messages"
+        i += 1
+        if not live[src]:
+            continue
+        rec = next(entries if src == "changelog_entries" else messages, None)
+        if rec is None:
+            live[src] = False
+            continue
+        if rec in seen:
+            continue
+        seen.add(rec)
+        out.append(rec)
+        counts[src] += 1
+    return out, counts
+
+
+def build_templated_corpus(
+    limit: int | None = None, *, cache_dir: Path = CACHE_DIR, name: str | None = None
+) -> dict[str, Any]:
+    """Short templated records (see :func:`templated_records`) + 10 % planted near
+    duplicates, as a JSONL file; returns its metadata like :func:`build_real_corpus`."""
+    import neardup
+
+    params = {
+        "kind": "templated", "format": FORMAT, "limit": limit,
+        "min_message_chars": MIN_MESSAGE_CHARS, "edit_rates": EDIT_RATES,
+        "plant_seed": PLANT_SEED, "copies": "limit // 11, or len(base) // 10 for all",
+    }
+    path = cache_dir / f"{name or ('templated-' + (str(limit) if limit else 'all'))}.jsonl"
+    meta = _cached(path, params)
+    if meta is not None:
+        return meta
+    t0 = time.perf_counter()
+    base, sources = templated_records(None if limit is None else limit - limit // 11)
+    copies = len(base) // 10 if limit is None else limit - len(base)
+    texts, parents = neardup.plant_near_duplicates(
+        base, copies=copies, edit_rate=EDIT_RATES, seed=PLANT_SEED
+    )
+    parents_path = path.with_suffix(".parents.json")
+    parents_path.parent.mkdir(parents=True, exist_ok=True)
+    parents_path.write_text(json.dumps(parents))
+    lens = sorted(len(t.encode("utf-8")) for t in texts)
+    return _finish(path, texts, params, {
+        "base_docs": len(base),
+        "planted_copies": len(texts) - len(base),
+        "sources": sources,
+        "median_bytes_per_doc": lens[len(lens) // 2] if lens else 0,
+        "parents_path": str(parents_path),
     }, t0)
 
 
