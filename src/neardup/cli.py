@@ -20,6 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._clihelp import (
+    DEDUP_SECTIONS,
+    EVAL_SECTIONS,
+    SectionedCommand,
+    audit_sections,
+    split_sections,
+)
 from ._errors import (
     InputError,
     InvalidConfig,
@@ -305,7 +312,7 @@ def main(ctx: click.Context) -> None:
         start_numba()
 
 
-@main.command()
+@main.command(cls=SectionedCommand, sections=DEDUP_SECTIONS)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, help="Output folder (must not exist).")
 @click.option(
@@ -988,7 +995,7 @@ def _fields(opts: dict[str, Any]) -> dict[str, str]:
     }
 
 
-@main.command()
+@main.command(cls=SectionedCommand, sections=audit_sections(PROVENANCE_FIELDS))
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", default=None, help="Output folder (omit to print only).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
@@ -1070,7 +1077,7 @@ def audit(
         sys.exit(6)
 
 
-@main.command()
+@main.command(cls=SectionedCommand, sections=split_sections(PROVENANCE_FIELDS))
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, help="Output folder (one file per split).")
 @click.option(
@@ -1148,7 +1155,7 @@ def split(
         )
 
 
-@main.command(name="eval")
+@main.command(name="eval", cls=SectionedCommand, sections=EVAL_SECTIONS)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @_common
