@@ -173,7 +173,8 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--id-field",
             default=None,
-            help="Field/column holding record ids; default: row numbers.",
+            help="Field/column holding record ids; default: row numbers (dedup: the "
+            "field 'id' when every record has a distinct one).",
         ),
         click.option(
             "--threshold",
@@ -329,6 +330,11 @@ def main(ctx: click.Context) -> None:
     show_default=True,
     help="Which member of a cluster is kept.",
 )
+@click.option(
+    "--row-ids",
+    is_flag=True,
+    help="Ids are row numbers, even when the records have a field 'id'.",
+)
 @click.option("--against", default=None, help="Dedup against the index saved in this folder.")
 @click.option("--save-index", default=None, help="Save the index of all documents here.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
@@ -412,6 +418,7 @@ def dedup(
     output: str,
     method: str,
     keep: str,
+    row_ids: bool,
     against: str | None,
     save_index: str | None,
     overwrite: bool,
@@ -447,6 +454,13 @@ def dedup(
     from ._jit import start_numba
 
     quiet = opts.pop("quiet")
+    if row_ids and opts["id_field"] is not None:
+        with _errors():
+            raise InvalidConfig(
+                "row-ids", True, "conflicts with --id-field", "pass one of them, not both"
+            )
+    # Without --id-field or --row-ids a field "id" gives the ids (local text runs).
+    detect_id = not row_ids and opts["id_field"] is None
     if engine == "ray" or vectors_field is not None:
         start_numba()
     if engine == "ray":
@@ -479,16 +493,24 @@ def dedup(
     def summarize(stats: dict[str, Any]) -> None:
         nonlocal summarized
         summarized = True
-        if not quiet:
+        if stats.get("id_field_fallback"):
             click.echo(
-                f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
-                f"duplicates {stats['exact_duplicates']}, near duplicates "
-                f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
-                f"{stats['empty']}, too large {stats['too_large']}, bad records "
-                f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
-                f"{stats['predicted_recall_at_threshold']:.4f}"
-                + ("" if dry_run else f"; wrote {output}")
+                f"note: ids are row numbers: {stats['id_field_fallback']} "
+                "(pass --id-field or --row-ids to choose)",
+                err=True,
             )
+        ids = stats.get("id_field")
+        click.echo(
+            f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
+            f"duplicates {stats['exact_duplicates']}, near duplicates "
+            f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
+            f"{stats['empty']}, too large {stats['too_large']}, bad records "
+            f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
+            f"{stats['predicted_recall_at_threshold']:.4f}; ids: "
+            + (f"field {ids!r}" if ids else "row numbers")
+            + (" (detected)" if stats.get("id_field_detected") else "")
+            + ("" if dry_run else f"; wrote {output}")
+        )
         if not progress.bars:
             # Every output is in place: end here, before the run's memory is freed.
             _exit_now()
@@ -526,6 +548,7 @@ def dedup(
                 work_dir=work_dir,
                 prefetch=prefetch,
                 on_finished=summarize,
+                detect_id=detect_id,
             )
     finally:
         if prefetch is not None:
