@@ -191,3 +191,17 @@ def test_help_lists_the_options_in_groups(command: str, headings: list[str]) -> 
         for opt in ("--engine", "--ray-address", "--ray-cpus", "--resume", "--cc-threshold"):
             assert at("--text-field") < at(opt) and at("--threshold") < at(opt)
         assert at("--cc-threshold") < at("--vectors")
+
+
+# -- 3. --quiet --------------------------------------------------------------------
+
+
+def test_quiet_keeps_the_summary_line(tmp_path: Path) -> None:
+    src = write_jsonl(tmp_path / "in.jsonl", [{"text": t} for t in _texts()])
+    loud = run("dedup", str(src), "-o", str(tmp_path / "a"))
+    quiet = run("dedup", str(src), "-o", str(tmp_path / "b"), "--quiet")
+    assert quiet.stdout.replace(str(tmp_path / "b"), "") == loud.stdout.replace(
+        str(tmp_path / "a"), ""
+    )
+    assert quiet.stdout.startswith(f"{len(_texts())} documents: kept ")
+    assert quiet.stderr == ""

@@ -260,7 +260,11 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Threads for the compiled kernels (results do not depend on it).",
         ),
-        click.option("--quiet", is_flag=True, help="No progress output on stderr."),
+        click.option(
+            "--quiet",
+            is_flag=True,
+            help="No progress bars on stderr (the summary line on stdout stays).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -676,14 +680,13 @@ def _dedup_ray(
         cc_threshold=DEFAULT_CC_THRESHOLD if cc_threshold is None else cc_threshold,
         progress=_Progress(quiet),
     )
-    if not quiet:
-        click.echo(
-            f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
-            f"duplicates {stats['exact_duplicates']}, near duplicates "
-            f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
-            f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
-            + ("" if dry_run else f"; wrote {output}")
-        )
+    click.echo(
+        f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
+        f"duplicates {stats['exact_duplicates']}, near duplicates "
+        f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
+        f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
+        + ("" if dry_run else f"; wrote {output}")
+    )
 
 
 def _dedup_vectors(
@@ -743,15 +746,13 @@ def _dedup_vectors(
             workers=opts["workers"],
             report=not no_report,
         )
-    if not quiet:
-        click.echo(
-            f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
-            f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
-            f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
-            f"{stats['metric']} {stats['threshold']}: "
-            f"{stats['predicted_recall_at_threshold']:.4f}"
-            + ("" if dry_run else f"; wrote {output}")
-        )
+    click.echo(
+        f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
+        f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
+        f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
+        f"{stats['metric']} {stats['threshold']}: "
+        f"{stats['predicted_recall_at_threshold']:.4f}" + ("" if dry_run else f"; wrote {output}")
+    )
 
 
 def _png(path: str, bands: int, rows: int, threshold: float) -> None:
@@ -1068,7 +1069,7 @@ def audit(
     inputs = _resolved(inputs)
     from .audit import run_audit
 
-    quiet = opts.pop("quiet")
+    opts.pop("quiet")  # no progress bars in audit; the summary line always prints
     fields = _fields(opts)
     with _errors():
         cfg = _config(opts)
@@ -1087,14 +1088,13 @@ def audit(
             overwrite=overwrite,
         )
     leak = res["leakage"]
-    if not quiet:
-        click.echo(
-            f"{res['records']} records: {res['families']} families "
-            f"({res['records_in_families']} records), {res['flagged_families']} flagged; "
-            f"leaking records {leak['leaking_records']} in {leak['leaking_families']} families"
-            + "".join(f"; {k}: {v}" for k, v in leak["pairs"].items())
-            + ("" if output is None else f"; wrote {output}")
-        )
+    click.echo(
+        f"{res['records']} records: {res['families']} families "
+        f"({res['records_in_families']} records), {res['flagged_families']} flagged; "
+        f"leaking records {leak['leaking_records']} in {leak['leaking_families']} families"
+        + "".join(f"; {k}: {v}" for k, v in leak["pairs"].items())
+        + ("" if output is None else f"; wrote {output}")
+    )
     if fail_on_leakage and leak["leaking_records"]:
         click.echo("error: leakage: a family straddles splits (see audit.json)", err=True)
         sys.exit(6)
@@ -1146,7 +1146,7 @@ def split(
 
     from .audit import parse_ratios, run_split
 
-    quiet = opts.pop("quiet")
+    opts.pop("quiet")  # no progress bars in split; the summary line always prints
     fields = _fields(opts)
     with _errors():
         cfg = _config(opts)
@@ -1170,12 +1170,11 @@ def split(
             skip_bad=opts["skip_bad"],
             overwrite=overwrite,
         )
-    if not quiet:
-        click.echo(
-            "achieved "
-            + ", ".join(f"{k}={v:.4f}" for k, v in rep["achieved"].items())
-            + f" over {rep['families']} families (largest {rep['largest_family']}); wrote {output}"
-        )
+    click.echo(
+        "achieved "
+        + ", ".join(f"{k}={v:.4f}" for k, v in rep["achieved"].items())
+        + f" over {rep['families']} families (largest {rep['largest_family']}); wrote {output}"
+    )
 
 
 @main.command(name="eval", cls=SectionedCommand, sections=EVAL_SECTIONS)
