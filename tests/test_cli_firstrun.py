@@ -205,3 +205,64 @@ def test_quiet_keeps_the_summary_line(tmp_path: Path) -> None:
     )
     assert quiet.stdout.startswith(f"{len(_texts())} documents: kept ")
     assert quiet.stderr == ""
+
+
+# -- 5. --against and --keep ------------------------------------------------------
+
+
+def _words(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i:03d}" for i in range(n)]
+
+
+def test_incremental_kept_sets_for_every_keep_rule(tmp_path: Path) -> None:
+    """The README's statement: kept(one run) = (kept(out1) - D) | kept(out2), D the
+    non-representative members of out2's clusters; extra documents only from a
+    shard-2 document joining shard-1 clusters, or (longest/shortest) a shard-2
+    representative of a cluster with shard-1 members."""
+    b = _words("b", 100)
+    bridge = " ".join(b)  # shard 2: near both A and C, which are not near each other
+    a = " ".join(_words("a", 8) + b[8:])  # J(A, B) = 88/104
+    c = " ".join(b[:92] + _words("c", 8))  # J(B, C) = 88/104, J(A, C) = 80/112
+    d1 = " ".join(_words("d", 100))
+    d2 = d1 + " dzzz"  # shard 2, longer
+    e1 = " ".join(_words("e", 100))
+    e2 = " ".join(_words("e", 99))  # shard 2, shorter
+    f1 = " ".join(_words("f", 100))
+    f2 = " ".join([*_words("f", 99), "fzzz"])  # shard 2, same length: same fate in both
+    filler = synthetic_documents(40, seed=43, words=50)
+    shard1 = [("A", a), ("C", c), ("D1", d1), ("E1", e1), ("F1", f1)]
+    shard1 += [(f"u{i}", t) for i, t in enumerate(filler[:20])]
+    shard2 = [("B", bridge), ("D2", d2), ("E2", e2), ("F2", f2)]
+    shard2 += [(f"v{i}", t) for i, t in enumerate(filler[20:])]
+    s1 = write_jsonl(tmp_path / "s1.jsonl", [{"id": i, "text": t} for i, t in shard1])
+    s2 = write_jsonl(tmp_path / "s2.jsonl", [{"id": i, "text": t} for i, t in shard2])
+    both = write_jsonl(tmp_path / "all.jsonl", [{"id": i, "text": t} for i, t in shard1 + shard2])
+    ids1 = {i for i, _ in shard1}
+    # The extra kept documents, by rule: the bridge (any rule), D2 (longest), E2 (shortest).
+    extra = {"first": {"C"}, "longest": {"C", "D1"}, "shortest": {"C", "E1"}}
+    for keep in ("first", "longest", "shortest"):
+        w = tmp_path / keep
+        opts = ["--keep", keep, "--no-report"]
+        run("dedup", str(both), "-o", str(w / "u"), *opts)
+        run("dedup", str(s1), "-o", str(w / "1"), *opts, "--save-index", str(w / "idx"))
+        run("dedup", str(s2), "-o", str(w / "2"), *opts, "--against", str(w / "idx"))
+        ku = {r["id"] for r in read_jsonl(w / "u" / "kept.jsonl")}
+        k1 = {r["id"] for r in read_jsonl(w / "1" / "kept.jsonl")}
+        k2 = {r["id"] for r in read_jsonl(w / "2" / "kept.jsonl")}
+        d = {
+            m
+            for cl in read_jsonl(w / "2" / "clusters.jsonl")
+            for m in cl["members"]
+            if m != cl["representative"]
+        }
+        assert ku == (k1 - d) | k2, keep
+        assert (k1 | k2) - ku == extra[keep], keep
+        assert ku <= k1 | k2 and extra[keep] <= ids1
+        # Every shard-2 document has the same fate in both.
+        union_dups = {
+            r["id"]: r["representative"] for r in read_jsonl(w / "u" / "duplicates.jsonl")
+        }
+        inc_dups = {r["id"]: r["representative"] for r in read_jsonl(w / "2" / "duplicates.jsonl")}
+        assert inc_dups == {k: v for k, v in union_dups.items() if k not in ids1}, keep
+        if keep == "first":
+            assert {"B", "D2", "E2", "F2"} <= set(inc_dups)
