@@ -20,6 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._clihelp import (
+    DEDUP_SECTIONS,
+    EVAL_SECTIONS,
+    SectionedCommand,
+    audit_sections,
+    split_sections,
+)
 from ._errors import (
     InputError,
     InvalidConfig,
@@ -166,7 +173,8 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--id-field",
             default=None,
-            help="Field/column holding record ids; default: row numbers.",
+            help="Field/column holding record ids; default: row numbers (dedup: the "
+            "field 'id' when every record has a distinct one).",
         ),
         click.option(
             "--threshold",
@@ -252,7 +260,11 @@ def _common(f: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Threads for the compiled kernels (results do not depend on it).",
         ),
-        click.option("--quiet", is_flag=True, help="No progress output on stderr."),
+        click.option(
+            "--quiet",
+            is_flag=True,
+            help="No progress bars on stderr (the summary line on stdout stays).",
+        ),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -305,7 +317,7 @@ def main(ctx: click.Context) -> None:
         start_numba()
 
 
-@main.command()
+@main.command(cls=SectionedCommand, sections=DEDUP_SECTIONS)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, help="Output folder (must not exist).")
 @click.option(
@@ -321,6 +333,11 @@ def main(ctx: click.Context) -> None:
     default="first",
     show_default=True,
     help="Which member of a cluster is kept.",
+)
+@click.option(
+    "--row-ids",
+    is_flag=True,
+    help="Ids are row numbers, even when the records have a field 'id'.",
 )
 @click.option("--against", default=None, help="Dedup against the index saved in this folder.")
 @click.option("--save-index", default=None, help="Save the index of all documents here.")
@@ -405,6 +422,7 @@ def dedup(
     output: str,
     method: str,
     keep: str,
+    row_ids: bool,
     against: str | None,
     save_index: str | None,
     overwrite: bool,
@@ -440,6 +458,13 @@ def dedup(
     from ._jit import start_numba
 
     quiet = opts.pop("quiet")
+    if row_ids and opts["id_field"] is not None:
+        with _errors():
+            raise InvalidConfig(
+                "row-ids", True, "conflicts with --id-field", "pass one of them, not both"
+            )
+    # Without --id-field or --row-ids a field "id" gives the ids (local text runs).
+    detect_id = not row_ids and opts["id_field"] is None
     if engine == "ray" or vectors_field is not None:
         start_numba()
     if engine == "ray":
@@ -472,16 +497,24 @@ def dedup(
     def summarize(stats: dict[str, Any]) -> None:
         nonlocal summarized
         summarized = True
-        if not quiet:
+        if stats.get("id_field_fallback"):
             click.echo(
-                f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
-                f"duplicates {stats['exact_duplicates']}, near duplicates "
-                f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
-                f"{stats['empty']}, too large {stats['too_large']}, bad records "
-                f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
-                f"{stats['predicted_recall_at_threshold']:.4f}"
-                + ("" if dry_run else f"; wrote {output}")
+                f"note: ids are row numbers: {stats['id_field_fallback']} "
+                "(pass --id-field or --row-ids to choose)",
+                err=True,
             )
+        ids = stats.get("id_field")
+        click.echo(
+            f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
+            f"duplicates {stats['exact_duplicates']}, near duplicates "
+            f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
+            f"{stats['empty']}, too large {stats['too_large']}, bad records "
+            f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
+            f"{stats['predicted_recall_at_threshold']:.4f}; ids: "
+            + (f"field {ids!r}" if ids else "row numbers")
+            + (" (detected)" if stats.get("id_field_detected") else "")
+            + ("" if dry_run else f"; wrote {output}")
+        )
         if not progress.bars:
             # Every output is in place: end here, before the run's memory is freed.
             _exit_now()
@@ -519,6 +552,7 @@ def dedup(
                 work_dir=work_dir,
                 prefetch=prefetch,
                 on_finished=summarize,
+                detect_id=detect_id,
             )
     finally:
         if prefetch is not None:
@@ -646,14 +680,13 @@ def _dedup_ray(
         cc_threshold=DEFAULT_CC_THRESHOLD if cc_threshold is None else cc_threshold,
         progress=_Progress(quiet),
     )
-    if not quiet:
-        click.echo(
-            f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
-            f"duplicates {stats['exact_duplicates']}, near duplicates "
-            f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
-            f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
-            + ("" if dry_run else f"; wrote {output}")
-        )
+    click.echo(
+        f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
+        f"duplicates {stats['exact_duplicates']}, near duplicates "
+        f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
+        f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
+        + ("" if dry_run else f"; wrote {output}")
+    )
 
 
 def _dedup_vectors(
@@ -713,15 +746,13 @@ def _dedup_vectors(
             workers=opts["workers"],
             report=not no_report,
         )
-    if not quiet:
-        click.echo(
-            f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
-            f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
-            f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
-            f"{stats['metric']} {stats['threshold']}: "
-            f"{stats['predicted_recall_at_threshold']:.4f}"
-            + ("" if dry_run else f"; wrote {output}")
-        )
+    click.echo(
+        f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
+        f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
+        f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
+        f"{stats['metric']} {stats['threshold']}: "
+        f"{stats['predicted_recall_at_threshold']:.4f}" + ("" if dry_run else f"; wrote {output}")
+    )
 
 
 def _png(path: str, bands: int, rows: int, threshold: float) -> None:
@@ -988,7 +1019,7 @@ def _fields(opts: dict[str, Any]) -> dict[str, str]:
     }
 
 
-@main.command()
+@main.command(cls=SectionedCommand, sections=audit_sections(PROVENANCE_FIELDS))
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", default=None, help="Output folder (omit to print only).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
@@ -1038,7 +1069,7 @@ def audit(
     inputs = _resolved(inputs)
     from .audit import run_audit
 
-    quiet = opts.pop("quiet")
+    opts.pop("quiet")  # no progress bars in audit; the summary line always prints
     fields = _fields(opts)
     with _errors():
         cfg = _config(opts)
@@ -1057,20 +1088,19 @@ def audit(
             overwrite=overwrite,
         )
     leak = res["leakage"]
-    if not quiet:
-        click.echo(
-            f"{res['records']} records: {res['families']} families "
-            f"({res['records_in_families']} records), {res['flagged_families']} flagged; "
-            f"leaking records {leak['leaking_records']} in {leak['leaking_families']} families"
-            + "".join(f"; {k}: {v}" for k, v in leak["pairs"].items())
-            + ("" if output is None else f"; wrote {output}")
-        )
+    click.echo(
+        f"{res['records']} records: {res['families']} families "
+        f"({res['records_in_families']} records), {res['flagged_families']} flagged; "
+        f"leaking records {leak['leaking_records']} in {leak['leaking_families']} families"
+        + "".join(f"; {k}: {v}" for k, v in leak["pairs"].items())
+        + ("" if output is None else f"; wrote {output}")
+    )
     if fail_on_leakage and leak["leaking_records"]:
         click.echo("error: leakage: a family straddles splits (see audit.json)", err=True)
         sys.exit(6)
 
 
-@main.command()
+@main.command(cls=SectionedCommand, sections=split_sections(PROVENANCE_FIELDS))
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, help="Output folder (one file per split).")
 @click.option(
@@ -1116,7 +1146,7 @@ def split(
 
     from .audit import parse_ratios, run_split
 
-    quiet = opts.pop("quiet")
+    opts.pop("quiet")  # no progress bars in split; the summary line always prints
     fields = _fields(opts)
     with _errors():
         cfg = _config(opts)
@@ -1140,15 +1170,14 @@ def split(
             skip_bad=opts["skip_bad"],
             overwrite=overwrite,
         )
-    if not quiet:
-        click.echo(
-            "achieved "
-            + ", ".join(f"{k}={v:.4f}" for k, v in rep["achieved"].items())
-            + f" over {rep['families']} families (largest {rep['largest_family']}); wrote {output}"
-        )
+    click.echo(
+        "achieved "
+        + ", ".join(f"{k}={v:.4f}" for k, v in rep["achieved"].items())
+        + f" over {rep['families']} families (largest {rep['largest_family']}); wrote {output}"
+    )
 
 
-@main.command(name="eval")
+@main.command(name="eval", cls=SectionedCommand, sections=EVAL_SECTIONS)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @_common

@@ -50,6 +50,7 @@ import numpy.typing as npt
 
 from ._directio import SequentialWriter
 from ._errors import InputError, NeardupIOError
+from ._ids import IdChoice, detect_id_field, settle_ids
 from .config import Config, scratch_bytes
 
 __all__ = [
@@ -428,6 +429,7 @@ class Corpus:
     tables: list[Any] = field(default_factory=list)
     row_index: list[tuple[int, int]] = field(default_factory=list)
     bad: list[BadRecord] = field(default_factory=list)
+    id_choice: IdChoice = field(default_factory=lambda: IdChoice(None))
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -633,11 +635,20 @@ def _iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
 
 
 class _Reader:
-    def __init__(self, corpus: Corpus, text_field: str, id_field: str | None, skip_bad: bool):
+    def __init__(
+        self,
+        corpus: Corpus,
+        text_field: str,
+        id_field: str | None,
+        skip_bad: bool,
+        id_optional: bool = False,
+    ):
         self.c = corpus
         self.text_field = text_field
         self.id_field = id_field
         self.skip_bad = skip_bad
+        # A detected id field (:mod:`neardup._ids`): a record without it is not bad.
+        self.id_optional = id_optional
 
     def bad(self, path: str, line: int | None, reason: str, fix: str) -> None:
         if not self.skip_bad:
@@ -680,7 +691,7 @@ class _Reader:
         ident = None
         if self.id_field is not None:
             ident = rec.get(self.id_field)
-            if ident is None:
+            if ident is None and not self.id_optional:
                 self.bad(
                     path,
                     line,
@@ -707,8 +718,13 @@ def read_corpus(
     on_texts: Callable[[list[str]], None] | None = None,
     on_block: OnBlock | None = None,
     prefetch: Prefetch | None = None,
+    detect_id: bool = False,
 ) -> Corpus:
     """Read every input in order into one :class:`Corpus`.
+
+    With ``detect_id`` and no ``id_field``, a field ``id`` the inputs have gives
+    the ids when every record has a usable one (:mod:`neardup._ids`); the choice
+    is in :attr:`Corpus.id_choice`.
 
     ``on_texts``, if given, is called with the texts read so far that it has not
     seen yet, in input order, while reading goes on (a block of a JSONL file at a
@@ -731,8 +747,10 @@ def read_corpus(
             "run one format at a time (or convert first)",
         )
     fmt = sorted(formats)[0] if len(formats) == 1 else "parquet"
-    corpus = Corpus(format=fmt, inputs=list(paths))
-    reader = _Reader(corpus, text_field, id_field, skip_bad)
+    corpus = Corpus(format=fmt, inputs=list(paths), id_choice=IdChoice(id_field))
+    detected = detect_id_field(paths) if detect_id and id_field is None else None
+    id_from = id_field if id_field is not None else detected
+    reader = _Reader(corpus, text_field, id_from, skip_bad, detected is not None)
     for fi, path in enumerate(paths):
         kind = detect_format(path)
         if kind == "jsonl":
@@ -749,6 +767,8 @@ def read_corpus(
                 _read_arrow(reader, path, fi, kind)
             if on_texts is not None:
                 on_texts(corpus.texts[before:])
+    if detected is not None:
+        corpus.ids, corpus.id_choice = settle_ids(corpus.ids, detected)
     return corpus
 
 
@@ -1266,6 +1286,7 @@ def iter_jsonl(
     id_field: str | None = None,
     skip_bad: bool = False,
     bad: list[BadRecord] | None = None,
+    id_optional: bool = False,
 ) -> Iterator[tuple[Any, str, bytes]]:
     """Stream ``(id, text, raw line)`` of the valid records of JSONL inputs, in order.
 
@@ -1273,7 +1294,8 @@ def iter_jsonl(
 
     Nothing is retained, so inputs of any size can be read twice (once to index,
     once to write outputs).  ``id`` is None unless ``id_field`` is given; bad
-    records raise InputError, or with ``skip_bad`` are appended to ``bad``.
+    records raise InputError, or with ``skip_bad`` are appended to ``bad``.  With
+    ``id_optional`` a record without ``id_field`` is not bad (its id is None).
     """
     for p in paths:
         if detect_format(p) != "jsonl":
@@ -1284,7 +1306,7 @@ def iter_jsonl(
                 "convert the input to JSONL, or raise --memory-limit",
             )
     scratch = Corpus(format="jsonl", inputs=list(paths))
-    r = _Reader(scratch, text_field, id_field, skip_bad)
+    r = _Reader(scratch, text_field, id_field, skip_bad, id_optional)
     for path in paths:
         for _no, ident, text, line in _jsonl_records(r, path):
             yield ident, text, line
@@ -1423,7 +1445,8 @@ def _read_arrow(r: _Reader, path: str, fi: int, kind: str) -> None:
             f"no column {r.text_field!r} (columns: {table.column_names})",
             "pass --text-field with one of the columns above",
         )
-    if r.id_field is not None and r.id_field not in table.column_names:
+    id_column = r.id_field is not None and r.id_field in table.column_names
+    if r.id_field is not None and not id_column and not r.id_optional:
         raise InputError(
             path,
             None,
@@ -1431,7 +1454,7 @@ def _read_arrow(r: _Reader, path: str, fi: int, kind: str) -> None:
             f"pass --id-field with one of {table.column_names}, or omit it",
         )
     texts = table.column(r.text_field).to_pylist()
-    ids = table.column(r.id_field).to_pylist() if r.id_field is not None else [None] * len(texts)
+    ids = table.column(r.id_field).to_pylist() if id_column else [None] * len(texts)
     ti = len(r.c.tables)
     r.c.tables.append(table)
     for ri, (ident, text) in enumerate(zip(ids, texts, strict=True)):

@@ -29,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._errors import MemoryLimitExceeded
+from ._ids import IdChoice, detect_id_field, settle_ids
 from .config import Config, scratch_bytes
 from .corpus import BadRecord, FieldAppender, in_memory_plan, iter_jsonl
 from .hashing import HashKey, SchemeDescriptor, ShingleSets
@@ -84,8 +85,13 @@ def spilled_dedup(
     keep: str = "first",
     method: str = "lsh",
     progress: Callable[[str, int, int], None] | None = None,
+    detect_id: bool = False,
 ) -> tuple[DedupResult, list[Any], list[BadRecord]]:
-    """Index pass + join over JSONL ``inputs`` with working files in ``workdir``."""
+    """Index pass + join over JSONL ``inputs`` with working files in ``workdir``.
+
+    ``detect_id`` as for :func:`neardup.corpus.read_corpus`; the choice goes into
+    the result's stats (``id_field``, ``id_field_detected``, ``id_field_fallback``).
+    """
     cfg = config
     scheme = SchemeDescriptor.from_config(cfg, key)
     hasher = MinHasher(cfg, key=key) if method == "lsh" else None
@@ -117,10 +123,17 @@ def spilled_dedup(
             progress("index_pass", done, done)
         chunk, size = [], 0
 
+    detected = detect_id_field(inputs) if detect_id and id_field is None else None
+    id_from = id_field if id_field is not None else detected
     for ident, text, _line in iter_jsonl(
-        inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad, bad=bad
+        inputs,
+        text_field=text_field,
+        id_field=id_from,
+        skip_bad=skip_bad,
+        bad=bad,
+        id_optional=detected is not None,
     ):
-        ids.append(len(ids) if id_field is None else ident)
+        ids.append(len(ids) if id_from is None else ident)
         chunk.append(text)
         size += len(text)
         if size >= chunk_limit:
@@ -162,6 +175,10 @@ def spilled_dedup(
         method=method,  # type: ignore[arg-type]
         progress=progress,
     )
+    choice = IdChoice(id_field)
+    if detected is not None:
+        ids, choice = settle_ids(ids, detected)
+    result.stats.update(choice.stats())
     result.stats["out_of_core"] = True
     result.stats["work_bytes"] = sum(
         os.path.getsize(os.path.join(workdir, f)) for f in os.listdir(workdir)

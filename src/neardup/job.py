@@ -309,8 +309,13 @@ def run_dedup(
     work_dir: str | None = None,
     prefetch: Prefetch | None = None,
     on_finished: Callable[[dict[str, Any]], None] | None = None,
+    detect_id: bool = False,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
+
+    With ``detect_id`` and no ``id_field``, a field ``id`` of the inputs gives the
+    ids when every record has a usable one (:mod:`neardup._ids`); ``stats``
+    reports the choice (``id_field``, ``id_field_detected``, ``id_field_fallback``).
 
     With ``dry_run`` nothing is written and the stats are returned.  With
     ``against`` the documents of that saved index count as earlier input; with
@@ -370,6 +375,7 @@ def run_dedup(
                 report,
                 work_dir,
                 t_start,
+                detect_id,
             )
         if progress is not None:
             progress("read", 0, 1)
@@ -383,6 +389,7 @@ def run_dedup(
                 on_texts=None if feeder is None else feeder.feed,
                 on_block=None if feeder is None else feeder.feed_block,
                 prefetch=prefetch,
+                detect_id=detect_id,
             )
             read_s = time.perf_counter() - t0
             hashed = None if feeder is None else feeder.finish()
@@ -392,7 +399,7 @@ def run_dedup(
         if progress is not None:
             progress("read", 1, 1)
         prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
-        if prior is not None and id_field is None:
+        if prior is not None and corpus.id_choice.field is None:
             corpus.ids = [len(prior) + i for i in range(len(corpus))]
         result = _find_duplicates(
             corpus.texts,
@@ -409,6 +416,7 @@ def run_dedup(
             ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
         ids_all = (prior.ids if prior is not None else []) + list(ids)
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
+        stats.update(corpus.id_choice.stats())
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
             # hashing went on after reading ended.
@@ -555,6 +563,7 @@ def _run_spilled(
     with_report: bool,
     work_dir: str | None,
     t_start: float,
+    detect_id: bool = False,
 ) -> dict[str, Any]:
     from .external import spilled_dedup, write_streamed
 
@@ -574,6 +583,7 @@ def _run_spilled(
             keep=keep,
             method=method,
             progress=progress,
+            detect_id=detect_id,
         )
         ids = [_json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)

@@ -1,0 +1,82 @@
+"""docs/outputs.md documents every key of the stats.json that real runs write."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from neardup import plant_near_duplicates, synthetic_documents
+
+ROOT = Path(__file__).resolve().parents[1]
+EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
+DOC = ROOT / "docs" / "outputs.md"
+MAPS = {"cluster_size_histogram", "cluster_sizes"}  # keys are cluster sizes
+
+
+def run(*args: str) -> None:
+    proc = subprocess.run([EXE, "dedup", *args, "--no-report"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def dotted(d: dict[str, Any], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for k, v in d.items():
+        path = prefix + k
+        out.add(path)
+        if k in MAPS:
+            out |= {f"{path}.<size>" for _ in v}
+        elif isinstance(v, dict):
+            out |= dotted(v, path + ".")
+    return out
+
+
+def documented(title: str) -> set[str]:
+    text = DOC.read_text(encoding="utf-8")
+    section = text.split(f"\n## {title}\n")[1].split("\n## ")[0]
+    return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
+
+
+def test_every_stats_key_is_documented_and_every_documented_key_is_written(
+    tmp_path: Path,
+) -> None:
+    base = synthetic_documents(150, seed=31, words=40)
+    texts, _ = plant_near_duplicates(base, copies=60, edit_rate=[0.0, 0.02, 0.05], seed=32)
+    src = tmp_path / "in.jsonl"
+    lines = [json.dumps({"id": f"t{i}", "text": t}) for i, t in enumerate(texts)]
+    src.write_text("\n".join([*lines, "{not json", json.dumps({"id": "e", "text": ""})]) + "\n")
+    runs = {
+        "lsh": ["--skip-bad"],
+        "exact": ["--skip-bad", "--method", "exact"],
+        "spill": ["--skip-bad", "--spill"],
+    }
+    seen: set[str] = set()
+    for name, opts in runs.items():
+        run(str(src), "-o", str(tmp_path / name), *opts)
+        stats = json.loads((tmp_path / name / "stats.json").read_text())
+        seen |= dotted(stats)
+        # The relations the page states.
+        assert (
+            stats["documents_out"] + stats["exact_duplicates"] + stats["near_duplicates"]
+            == stats["documents_in"]
+        )
+        assert sum(stats["cluster_size_histogram"].values()) == stats["clusters"]
+        kept = (tmp_path / name / "kept.jsonl").read_text().splitlines()
+        assert len(kept) == stats["documents_out"]
+        assert stats["verified_pairs"] == stats["candidate_pairs"]
+        assert stats["bad_records"] == 1 and stats["empty"] == 1
+    assert seen == documented("`neardup dedup` (text)")
+
+    vec = tmp_path / "v.jsonl"
+    rows = [[float((i * 7 + j * 3) % 11 + 1) for j in range(8)] for i in range(60)]
+    rows += [[x + 0.001 for x in r] for r in rows[:10]] + [rows[0]]
+    vec.write_text("".join(json.dumps({"emb": r}) + "\n" for r in rows))
+    run(str(vec), "-o", str(tmp_path / "vec"), "--vectors", "emb", "--threshold", "0.99")
+    vstats = json.loads((tmp_path / "vec" / "stats.json").read_text())
+    assert vstats["documents_out"] + vstats["duplicates"] == vstats["compared"]
+    assert vstats["exact_scores"] == vstats["candidate_checks"] - vstats["prefiltered"]
+    assert dotted(vstats) == documented("`neardup dedup --vectors FIELD`")
