@@ -9,7 +9,7 @@ parent:
 
 * ``templated`` — short templated records of this machine (Debian changelog
   entries and gettext catalogue messages in every script, ``corpus.py``
-  :func:`build_templated_corpus`, 10 % planted near duplicates) at 10k, 100k and
+  :func:`build_templated_corpus`, 10 % planted near duplicates) at 1k, 10k, 100k and
   all of them;
 * ``real`` — the end-to-end corpus (Python sources and Debian docs, paragraphs)
   at 10k, 100k and all (363k);
@@ -81,7 +81,7 @@ def _size(v: str) -> int | None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--templated", nargs="*", type=_size, default=[10_000, 100_000, None])
+    p.add_argument("--templated", nargs="*", type=_size, default=[1_000, 10_000, 100_000, None])
     p.add_argument("--real", nargs="*", type=_size, default=[10_000, 100_000, None])
     p.add_argument("--with-1m", action="store_true", help="also 1M synthetic documents")
     p.add_argument("--peer-timeout", type=float, default=1800.0)
