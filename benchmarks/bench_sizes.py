@@ -7,10 +7,12 @@ pipeline of ``bench_end_to_end.py`` (same parameters: threshold 0.8, word
 5-grams, 128 permutations) in the same run, whole process each, timed from the
 parent:
 
-* ``templated`` — short templated records of this machine (Debian changelog
-  entries and gettext catalogue messages in every script, ``corpus.py``
-  :func:`build_templated_corpus`, 10 % planted near duplicates) at 1k, 10k, 100k and
-  all of them;
+* ``templated`` — short templated records of this machine (generated API docs of
+  its Python sources, one per function, and Debian changelog entries;
+  ``corpus.py`` :func:`build_templated_corpus`, 10 % planted near duplicates) at
+  1k, 10k, 100k and all of them;
+* ``scripts`` — short messages of the gettext catalogues in every language and
+  script (the same builder, ``shape="scripts"``) at 10k and 100k;
 * ``real`` — the end-to-end corpus (Python sources and Debian docs, paragraphs)
   at 10k, 100k and all (363k);
 * ``synthetic`` — 1M synthetic 50-word documents (``--with-1m``; the rensa run
@@ -48,6 +50,8 @@ def _corpora(a: argparse.Namespace) -> list[tuple[str, int | None, dict[str, Any
     out: list[tuple[str, int | None, dict[str, Any]]] = []
     for n in a.templated:
         out.append(("templated", n, c.build_templated_corpus(n)))
+    for n in a.scripts:
+        out.append(("scripts", n, c.build_templated_corpus(n, shape="scripts")))
     for n in a.real:
         out.append(("real", n, _real_first(n)))
     if a.with_1m:
@@ -82,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--templated", nargs="*", type=_size, default=[1_000, 10_000, 100_000, None])
+    p.add_argument("--scripts", nargs="*", type=_size, default=[10_000, 100_000])
     p.add_argument("--real", nargs="*", type=_size, default=[10_000, 100_000, None])
     p.add_argument("--with-1m", action="store_true", help="also 1M synthetic documents")
     p.add_argument("--peer-timeout", type=float, default=1800.0)

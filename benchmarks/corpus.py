@@ -249,7 +249,7 @@ def build_scale_corpus(
 
 
 LOCALE_ROOTS = (Path("/usr/share/locale"), Path("/usr/share/locale-langpack"))
-MIN_MESSAGE_CHARS = 60
+MIN_MESSAGE_CHARS = 60  # shortest record of the short-record shapes
 
 
 def changelog_entries() -> Iterator[str]:
@@ -313,24 +313,64 @@ def catalogue_messages(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
                 yield msg
 
 
-def templated_records(limit: int | None = None) -> tuple[list[str], dict[str, Any]]:
-    """Up to ``limit`` distinct short templated records: changelog entries and
-    catalogue messages interleaved (one entry per seven messages, about their
-    proportions on this machine), in a fixed order."""
+def api_records(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
+    """Generated API documentation of the Python sources on this machine (standard
+    library, then site-packages): one record per function or method,
+    ``module.Class.name(signature)`` and the first paragraph of its docstring."""
+    import ast
+
+    src = source_files()
+
+    def walk(node: ast.AST, prefix: str) -> Iterator[str]:
+        for ch in ast.iter_child_nodes(node):
+            if isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                doc = (ast.get_docstring(ch) or "").split("\n\n")[0].strip()
+                yield f"{prefix}{ch.name}({ast.unparse(ch.args)})\n{doc}".strip()
+            elif isinstance(ch, ast.ClassDef):
+                yield from walk(ch, f"{prefix}{ch.name}.")
+
+    for path in [*src["stdlib_py"], *src["site_packages_py"]]:
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        for rec in walk(tree, f"{path.stem}."):
+            if len(rec) >= min_chars:
+                yield rec
+
+
+SHAPES = ("templated", "scripts")
+
+
+def shaped_records(shape: str, limit: int | None = None) -> tuple[list[str], dict[str, Any]]:
+    """Up to ``limit`` distinct short records of one shape, in a fixed order.
+
+    * ``templated``: API records (:func:`api_records`) with one Debian changelog
+      entry after every seven (:func:`changelog_entries`);
+    * ``scripts``: gettext catalogue messages of every language
+      (:func:`catalogue_messages`).
+    """
+    if shape == "templated":
+        streams = {"api_records": api_records(), "changelog_entries": changelog_entries()}
+        pick = ["api_records"] * 7 + ["changelog_entries"]
+    elif shape == "scripts":
+        streams = {"catalogue_messages": catalogue_messages()}
+        pick = ["catalogue_messages"]
+    else:
+        raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
     seen: set[str] = set()
     out: list[str] = []
-    counts = {"changelog_entries": 0, "catalogue_messages": 0}
-    entries, messages = changelog_entries(), catalogue_messages()
-    live = {"changelog_entries": True, "catalogue_messages": True}
+    counts = dict.fromkeys(streams, 0)
+    live = set(streams)
     i = 0
-    while any(live.values()) and (limit is None or len(out) < limit):
-        src = "changelog_entries" if i % 8 == 0 else "catalogue_messages"
+    while live and (limit is None or len(out) < limit):
+        src = pick[i % len(pick)]
         i += 1
-        if not live[src]:
+        if src not in live:
             continue
-        rec = next(entries if src == "changelog_entries" else messages, None)
+        rec = next(streams[src], None)
         if rec is None:
-            live[src] = False
+            live.discard(src)
             continue
         if rec in seen:
             continue
@@ -341,23 +381,29 @@ def templated_records(limit: int | None = None) -> tuple[list[str], dict[str, An
 
 
 def build_templated_corpus(
-    limit: int | None = None, *, cache_dir: Path = CACHE_DIR, name: str | None = None
+    limit: int | None = None,
+    *,
+    shape: str = "templated",
+    cache_dir: Path = CACHE_DIR,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """Short templated records (see :func:`templated_records`) + 10 % planted near
-    duplicates, as a JSONL file; returns its metadata like :func:`build_real_corpus`."""
+    """Short records of one shape (see :func:`shaped_records`) + about 10 % planted
+    near duplicates (``limit`` documents in all), as a JSONL file; returns its
+    metadata like :func:`build_real_corpus`."""
     import neardup
 
     params = {
-        "kind": "templated", "format": FORMAT, "limit": limit,
-        "min_message_chars": MIN_MESSAGE_CHARS, "edit_rates": EDIT_RATES,
+        "kind": shape, "format": FORMAT, "limit": limit,
+        "min_chars": MIN_MESSAGE_CHARS, "edit_rates": EDIT_RATES,
         "plant_seed": PLANT_SEED, "copies": "limit // 11, or len(base) // 10 for all",
+        "python": sys.version.split()[0], "site_packages": str(site_packages_root()),
     }
-    path = cache_dir / f"{name or ('templated-' + (str(limit) if limit else 'all'))}.jsonl"
+    path = cache_dir / f"{name or (shape + '-' + (str(limit) if limit else 'all'))}.jsonl"
     meta = _cached(path, params)
     if meta is not None:
         return meta
     t0 = time.perf_counter()
-    base, sources = templated_records(None if limit is None else limit - limit // 11)
+    base, sources = shaped_records(shape, None if limit is None else limit - limit // 11)
     copies = len(base) // 10 if limit is None else limit - len(base)
     texts, parents = neardup.plant_near_duplicates(
         base, copies=copies, edit_rate=EDIT_RATES, seed=PLANT_SEED
