@@ -436,6 +436,10 @@ def dedup(
     On Ray (JSONL/Parquet shards, paths or globs): neardup dedup 'shards/*.jsonl'
     --output out/ --engine ray --ray-address auto --resume
     """
+    if _Main.standalone and sys.stderr is sys.__stderr__:
+        from .leftovers import install_signal_handlers
+
+        install_signal_handlers()  # SIGINT/SIGTERM: remove this run's folders, exit 130/143
     inputs = _resolved(inputs)
     from ._jit import start_numba
 

@@ -30,7 +30,6 @@ import json
 import math
 import os
 import resource
-import shutil
 import tempfile
 import threading
 import time
@@ -55,6 +54,16 @@ from .corpus import (
     write_subset,
 )
 from .hashing import HashKey, SchemeDescriptor
+from .leftovers import (
+    OWNER_FILE,
+    adopt,
+    critical,
+    disown,
+    note_written,
+    owned_folder,
+    release,
+    sweep,
+)
 from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
 __all__ = ["check_output", "check_writable", "prepare_output", "run_dedup", "set_workers"]
@@ -153,7 +162,10 @@ def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) ->
     parent = os.path.dirname(os.path.abspath(output)) or "."
     try:
         os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".neardup-tmp-", dir=parent)
+        sweep(parent)
+        tmp = owned_folder(
+            ".neardup-tmp-", parent, f"the unfinished output for {output} ({{path}})"
+        )
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the result is an ordinary folder
@@ -165,6 +177,8 @@ def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) ->
 def _fsync_tree(path: str) -> None:
     for name in os.listdir(path):
         full = os.path.join(path, name)
+        if name == OWNER_FILE:
+            continue  # removed before the rename: never part of an output
         if os.path.isfile(full):
             fd = os.open(full, os.O_RDONLY)
             try:
@@ -178,23 +192,37 @@ def _fsync_tree(path: str) -> None:
         os.close(fd)
 
 
-def _commit(tmp: str, output: str) -> None:
-    _fsync_tree(tmp)
-    old = None
-    if os.path.exists(output):
-        old = tempfile.mkdtemp(prefix=".neardup-old-", dir=os.path.dirname(os.path.abspath(output)))
-        os.rmdir(old)
-        os.rename(output, old)
-    os.rename(tmp, output)
-    parent = os.path.dirname(os.path.abspath(output))
-    fd = os.open(parent, os.O_RDONLY)
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _commit(tmp: str, output: str) -> None:
+    """Put the complete folder ``tmp`` in place as ``output`` (replacing it).
+
+    A signal (SIGINT/SIGTERM under the CLI) waits while the output is being
+    swapped, so ``output`` is always the old or the new complete folder."""
+    _fsync_tree(tmp)
+    parent = os.path.dirname(os.path.abspath(output))
+    old = None
+    with critical():
+        disown(tmp)
+        _fsync_dir(tmp)  # the owner file's removal
+        if os.path.exists(output):
+            old = tempfile.mkdtemp(prefix=".neardup-old-", dir=parent)
+            os.rmdir(old)
+            os.rename(output, old)
+            if os.path.isdir(old) and not os.path.islink(old):
+                adopt(old, f"the replaced output {old}")
+        os.rename(tmp, output)
+        note_written(output)
+    _fsync_dir(parent)
     if old is not None:
         if os.path.isdir(old) and not os.path.islink(old):
-            shutil.rmtree(old, ignore_errors=True)
+            release(old)
         else:
             # An output that was a file (or a link) is replaced like a folder is.
             with contextlib.suppress(OSError):
@@ -435,7 +463,7 @@ def run_dedup(
         return stats
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            release(tmp)
 
 
 def _stats(
@@ -559,8 +587,13 @@ def _run_spilled(
     from .external import spilled_dedup, write_streamed
 
     base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
-    os.makedirs(base, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".neardup-work-", dir=base)
+    try:
+        os.makedirs(base, exist_ok=True)
+        if work_dir is not None:
+            sweep(base)  # beside the output, prepare_output did
+        work = owned_folder(".neardup-work-", base, "the working folder {path}")
+    except OSError as exc:
+        raise NeardupIOError(base, exc) from exc
     try:
         t0 = time.perf_counter()
         result, ids, bad = spilled_dedup(
@@ -600,7 +633,7 @@ def _run_spilled(
         _finish(tmp, output, stats, t_start)
         return stats
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        release(work)
 
 
 def _report_positions(touching: Sequence[Cluster]) -> set[int]:
