@@ -168,3 +168,24 @@ def test_an_unwritable_index_folder_fails_before_the_run(tmp_path: Path) -> None
     assert r.returncode == 4, r.stderr
     assert "is not a folder" in r.stderr and "a part of it is a file" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_spill_over_parquet_names_the_real_reason(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [json.loads(line) for line in RECORDS.splitlines()]
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), src)
+    # It fits in memory: --spill is the wrong option here (exit 2), not a memory problem.
+    r = _dedup(src, "--spill")
+    assert r.returncode == 2, r.stderr
+    assert f"invalid spill=True: {src} is parquet: only JSONL files are read out of core" in (
+        r.stderr
+    )
+    assert "fix: drop --spill (this run fits in memory: about " in r.stderr
+    # It does not fit: a memory problem (exit 5) whose message says what would stream.
+    r = _dedup(src, "--memory-limit", "1MiB")
+    assert r.returncode == 5, r.stderr
+    assert f"({src} is parquet: only JSONL files are read out of core; convert it" in r.stderr
+    assert "over memory_limit=1,048,576" in r.stderr
+    assert not (tmp_path / "in.parquet.out").exists() and "Traceback" not in r.stderr

@@ -39,13 +39,14 @@ from typing import Any, Literal, ParamSpec, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import InvalidConfig, MemoryLimitExceeded, NeardupIOError
+from ._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from .cluster import Cluster
 from .config import Config
 from .corpus import (
     BadRecord,
     Corpus,
     Prefetch,
+    detect_format,
     in_memory_plan,
     input_bytes,
     prepare_subset,
@@ -369,11 +370,7 @@ def run_dedup(
         plan = in_memory_plan(inputs, cfg)
         if spill or plan > cfg.memory_limit:
             if not streamable(inputs):
-                raise MemoryLimitExceeded(
-                    plan,
-                    cfg.memory_limit,
-                    "an in-memory run over these inputs (only JSONL inputs stream to disk)",
-                )
+                _refuse_out_of_core(inputs, plan, cfg.memory_limit, spill)
             if against or save_index:
                 raise InvalidConfig(
                     "against/save-index",
@@ -464,6 +461,27 @@ def run_dedup(
     finally:
         if tmp is not None:
             release(tmp)
+
+
+def _refuse_out_of_core(inputs: Sequence[str], plan: int, limit: int, spill: bool) -> None:
+    """Raise the error for an out-of-core run over inputs that are not all JSONL files:
+    InvalidConfig (exit 2) for ``--spill`` when the run fits in memory anyway,
+    MemoryLimitExceeded (exit 5) when it does not."""
+    other = next(p for p in inputs if not streamable([p]))
+    try:
+        fmt = detect_format(other)
+    except InputError:
+        fmt = "not a file"
+    what = f"{other} is {fmt}: only JSONL files are read out of core"
+    if spill and plan <= limit:
+        raise InvalidConfig(
+            "spill",
+            True,
+            what,
+            f"drop --spill (this run fits in memory: about {plan:,} bytes of "
+            f"memory_limit={limit:,}), or convert the input to JSONL",
+        )
+    raise MemoryLimitExceeded(plan, limit, f"an in-memory run ({what}; convert it to JSONL)")
 
 
 def _stats(
