@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import json
+import resource
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -79,7 +82,7 @@ def test_csv_rows_that_do_not_match_the_header_are_bad_records(tmp_path: Path) -
     assert "50 documents" in r.stdout and "bad records 1" in r.stdout
     short_row = _csv(tmp_path, "short", "id,text\n" + body + "51\n")
     r = _dedup(short_row, "--id-field", "id")
-    assert r.returncode == 3 and "the row has 1 fields, the header 2" in r.stderr, r.stderr
+    assert r.returncode == 3 and "the row has 1 field, the header 2" in r.stderr, r.stderr
 
 
 def test_an_open_quote_is_an_error_not_a_swallowed_file(tmp_path: Path) -> None:
@@ -189,3 +192,92 @@ def test_spill_over_parquet_names_the_real_reason(tmp_path: Path) -> None:
     assert f"({src} is parquet: only JSONL files are read out of core; convert it" in r.stderr
     assert "over memory_limit=1,048,576" in r.stderr
     assert not (tmp_path / "in.parquet.out").exists() and "Traceback" not in r.stderr
+
+
+def test_a_null_id_or_text_is_named_as_null(tmp_path: Path) -> None:
+    lines = [json.dumps({"id": i, "text": f"record {i} with a few words"}) for i in range(40)]
+    lines[17] = json.dumps({"id": None, "text": "record 17 with a few words"})
+    src = tmp_path / "nullid.jsonl"
+    src.write_text("\n".join(lines) + "\n")
+    r = _dedup(src, "--id-field", "id")
+    assert r.returncode == 3, r.stderr
+    assert f"{src}:18: the id field 'id' is null; fix: give every record an id" in r.stderr
+    r = _dedup(src, "--id-field", "key")
+    assert r.returncode == 3 and f"{src}:1: no id field 'key' (fields: id, text)" in r.stderr
+    lines[17] = json.dumps({"id": 17, "text": None})
+    src.write_text("\n".join(lines) + "\n")
+    r = _dedup(src, "--id-field", "id")
+    assert r.returncode == 3 and f"{src}:18: field 'text' is null" in r.stderr, r.stderr
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = tmp_path / "nullid.parquet"
+    pq.write_table(pa.table({"id": [1, None, 3], "text": ["a b c", "d e f", "g h i"]}), table)
+    r = _dedup(table, "--id-field", "id")
+    assert r.returncode == 3 and f"{table}:2: row 1 has a null id 'id'" in r.stderr, r.stderr
+
+
+def _limited(limit: int) -> Callable[[], None]:
+    def apply() -> None:
+        # A write past RLIMIT_FSIZE fails with EFBIG once SIGXFSZ is ignored: a
+        # disk that fills up, without root or a small file system.
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def _dedup_limited(
+    limit: int, src: Path, out: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "neardup", "dedup", str(src), "-o", str(out), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        preexec_fn=_limited(limit),
+    )
+
+
+def _page_up(n: int) -> int:
+    return -(-n // 4096) * 4096
+
+
+@pytest.mark.parametrize("target", ["report.html", "stats.json", "working files"])
+def test_a_write_that_does_not_fit_is_exit_4_naming_the_file(tmp_path: Path, target: str) -> None:
+    from neardup import synthetic_documents
+
+    src = tmp_path / "in.jsonl"
+    if target == "working files":
+        docs = synthetic_documents(3000, seed=3, words=150)
+        extra = ["--spill", "--no-report"]
+    else:
+        docs = [f"record {i} with a few words" for i in range(30)]
+        extra = ["--skip-bad"] + (["--no-report"] if target == "stats.json" else [])
+    with src.open("w") as fh:
+        for i, text in enumerate(docs):
+            fh.write(json.dumps({"id": i, "text": text}) + "\n")
+            if target != "working files":
+                fh.write("{not json " + "x" * 100 + "\n")  # long stats.json examples
+    whole = _dedup(src, *extra)
+    assert whole.returncode == 0, whole.stderr
+    sizes = {p.name: p.stat().st_size for p in (tmp_path / "in.jsonl.out").iterdir()}
+    # kept/duplicates are written in whole pages and cut to size after.
+    others = max(
+        _page_up(v) if k.endswith(".jsonl") else v for k, v in sizes.items() if k != target
+    )
+    if target == "working files":
+        limit = others + 8192  # the outputs fit; the shingle-hash file (8 bytes a shingle) not
+    else:
+        assert sizes[target] > others + 256, sizes
+        limit = (others + sizes[target]) // 2
+    r = _dedup_limited(limit, src, tmp_path / "out", *extra)
+    assert r.returncode == 4, r.stderr
+    assert "Traceback" not in r.stderr
+    if target == "working files":
+        assert "/.neardup-work-" in r.stderr and "/data.u64: File too large" in r.stderr
+        assert "or point --work-dir at a disk with room for the working files" in r.stderr
+    else:
+        assert f"/{target}: File too large; fix: the file grew past the largest file" in r.stderr
+    assert not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".neardup-")]

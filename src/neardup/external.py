@@ -28,7 +28,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import MemoryLimitExceeded
+from ._errors import MemoryLimitExceeded, NeardupIOError
 from .config import Config, scratch_bytes
 from .corpus import BadRecord, FieldAppender, in_memory_plan, iter_jsonl
 from .hashing import HashKey, SchemeDescriptor, ShingleSets
@@ -38,6 +38,7 @@ from .pipeline import DedupResult, _normalize_and_hash, dedup_sets
 __all__ = ["in_memory_plan", "spilled_dedup", "write_streamed"]
 
 _CHUNK_CHARS = 64 << 20
+WORK_ELSEWHERE = "point --work-dir at a disk with room for the working files"
 _PER_DOC_RAM = 96
 
 
@@ -53,16 +54,24 @@ class _Appender:
         self.rows: dict[str, int] = {}
 
     def add(self, name: str, arr: npt.NDArray[Any]) -> None:
-        fh = self.files.get(name)
-        if fh is None:
-            fh = self.files[name] = open(os.path.join(self.folder, name), "wb")  # noqa: SIM115
-            self.rows[name] = 0
-        fh.write(np.ascontiguousarray(arr).tobytes())
+        path = os.path.join(self.folder, name)
+        try:
+            fh = self.files.get(name)
+            if fh is None:
+                fh = self.files[name] = open(path, "wb")  # noqa: SIM115
+                self.rows[name] = 0
+            fh.write(np.ascontiguousarray(arr).tobytes())
+        except OSError as exc:
+            raise NeardupIOError(path, exc, WORK_ELSEWHERE) from exc
         self.rows[name] += int(arr.shape[0])
 
     def close(self) -> None:
-        for fh in self.files.values():
-            fh.close()
+        for name, fh in self.files.items():
+            try:
+                fh.close()
+            except OSError as exc:
+                path = os.path.join(self.folder, name)
+                raise NeardupIOError(path, exc, WORK_ELSEWHERE) from exc
 
     def mapped(self, name: str, dtype: Any, cols: int | None = None) -> npt.NDArray[Any]:
         rows = self.rows.get(name, 0)

@@ -33,7 +33,7 @@ import resource
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
@@ -206,6 +206,11 @@ def _commit(tmp: str, output: str) -> None:
 
     A signal (SIGINT/SIGTERM under the CLI) waits while the output is being
     swapped, so ``output`` is always the old or the new complete folder."""
+    with _writing(output):
+        _swap(tmp, output)
+
+
+def _swap(tmp: str, output: str) -> None:
     _fsync_tree(tmp)
     parent = os.path.dirname(os.path.abspath(output))
     old = None
@@ -228,6 +233,18 @@ def _commit(tmp: str, output: str) -> None:
             # An output that was a file (or a link) is replaced like a folder is.
             with contextlib.suppress(OSError):
                 os.unlink(old)
+
+
+@contextlib.contextmanager
+def _writing(path: str, where_else: str | None = None) -> Iterator[None]:
+    """Raise an OSError of the block as :class:`NeardupIOError` naming ``path`` (or the
+    file the error names): a full disk is exit 4 with its fix, not a traceback."""
+    try:
+        yield
+    except NeardupIOError:
+        raise
+    except OSError as exc:
+        raise NeardupIOError(exc.filename or path, exc, where_else) from exc
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -443,7 +460,8 @@ def run_dedup(
         t1 = time.perf_counter()
         if progress is not None:
             progress("write", 0, 1)
-        _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
+        with _writing(tmp):
+            _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
         if progress is not None:
             progress("write", 1, 1)
         if save_index:
@@ -508,7 +526,8 @@ def _stats(
 def _finish(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
     stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
     stats["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
+    path = os.path.join(tmp, "stats.json")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
         json.dump(stats, fh, indent=2, sort_keys=True)
         fh.write("\n")
     _commit(tmp, output)
@@ -564,7 +583,8 @@ class _ClusterLines:
 
 def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
     lines = _ClusterLines(ids)
-    with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
+    path = os.path.join(tmp, "clusters.jsonl")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
         for lo in range(0, len(touching), 4096):
             chunk = touching[lo : lo + 4096]
             fh.write("".join(lines.line(lo + k, c) + "\n" for k, c in enumerate(chunk)))
@@ -582,7 +602,8 @@ def _write_report(
     from .report import render_report
 
     html = render_report(result, touching, ids, texts, cfg, stats)
-    with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
+    path = os.path.join(tmp, "report.html")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
         fh.write(html)
 
 
@@ -602,7 +623,7 @@ def _run_spilled(
     work_dir: str | None,
     t_start: float,
 ) -> dict[str, Any]:
-    from .external import spilled_dedup, write_streamed
+    from .external import WORK_ELSEWHERE, spilled_dedup, write_streamed
 
     base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
     try:
@@ -614,18 +635,19 @@ def _run_spilled(
         raise NeardupIOError(base, exc) from exc
     try:
         t0 = time.perf_counter()
-        result, ids, bad = spilled_dedup(
-            inputs,
-            work,
-            config=cfg,
-            key=key,
-            text_field=text_field,
-            id_field=id_field,
-            skip_bad=skip_bad,
-            keep=keep,
-            method=method,
-            progress=progress,
-        )
+        with _writing(work, WORK_ELSEWHERE):
+            result, ids, bad = spilled_dedup(
+                inputs,
+                work,
+                config=cfg,
+                key=key,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                keep=keep,
+                method=method,
+                progress=progress,
+            )
         ids = [_json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
         if tmp is None:
@@ -633,17 +655,18 @@ def _run_spilled(
         t1 = time.perf_counter()
         touching, cluster_of = _touching(result)
         want = _report_positions(touching) if with_report else set()
-        texts = write_streamed(
-            tmp,
-            inputs,
-            result,
-            ids,
-            cluster_of,
-            text_field=text_field,
-            id_field=id_field,
-            skip_bad=skip_bad,
-            want_texts=want,
-        )
+        with _writing(tmp):
+            texts = write_streamed(
+                tmp,
+                inputs,
+                result,
+                ids,
+                cluster_of,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                want_texts=want,
+            )
         _write_clusters(tmp, touching, ids)
         if with_report:
             _write_report(tmp, result, touching, ids, texts, cfg, stats)
