@@ -281,3 +281,49 @@ def test_a_write_that_does_not_fit_is_exit_4_naming_the_file(tmp_path: Path, tar
         assert f"/{target}: File too large; fix: the file grew past the largest file" in r.stderr
     assert not (tmp_path / "out").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".neardup-")]
+
+
+@pytest.mark.parametrize("spill", [[], ["--spill"]])
+def test_duplicate_ids_are_refused_or_renamed(tmp_path: Path, spill: list[str]) -> None:
+    rows = [
+        ("a", "one two three four five six seven"),
+        ("b", "eight nine ten eleven twelve thirteen"),
+        ("a", "one two three four five six seven"),
+        ("a#2", "fourteen fifteen sixteen seventeen eighteen"),
+    ]
+    src = tmp_path / "ids.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in rows))
+    r = _dedup(src, "--id-field", "id", *spill)
+    assert r.returncode == 3, r.stderr
+    where = "" if spill else f" ({src}:1)"  # an out-of-core run keeps no line numbers
+    assert f"record 3 has id 'a', also the id of record 1{where}; fix: give each record" in (
+        r.stderr
+    )
+    assert "pass --rename-duplicate-ids" in r.stderr
+    assert not (tmp_path / "ids.jsonl.out").exists()
+    r = _dedup(src, "--id-field", "id", "--rename-duplicate-ids", *spill)
+    assert r.returncode == 0, r.stderr
+    # 'a#2' is another record's id: the renamed record gets one that no record has.
+    assert "record 3 had id 'a' of record 1, now 'a#3'" in r.stderr
+    clusters = [json.loads(x) for x in (tmp_path / "ids.jsonl.out" / "clusters.jsonl").open()]
+    assert clusters[0]["members"] == ["a", "a#3"]
+    stats = json.loads((tmp_path / "ids.jsonl.out" / "stats.json").read_text())
+    assert stats["renamed_ids"] == 1
+    lines = src.read_text().splitlines(keepends=True)
+    kept = (tmp_path / "ids.jsonl.out" / "kept.jsonl").read_text()
+    assert kept == lines[0] + lines[1] + lines[3]  # records unchanged, input order
+
+
+def test_an_id_already_in_the_saved_index_is_refused(tmp_path: Path) -> None:
+    first = tmp_path / "first.jsonl"
+    first.write_text(json.dumps({"id": "a", "text": "one two three four five"}) + "\n")
+    idx = tmp_path / "idx"
+    assert _dedup(first, "--id-field", "id", "--save-index", str(idx)).returncode == 0
+    second = tmp_path / "second.jsonl"
+    second.write_text(json.dumps({"id": "a", "text": "six seven eight nine ten"}) + "\n")
+    r = _dedup(second, "--id-field", "id", "--against", str(idx))
+    assert r.returncode == 3, r.stderr
+    assert (
+        f"{second}:1: record 1 has id 'a', already the id of record 1 of the saved index"
+        in r.stderr
+    )

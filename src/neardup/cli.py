@@ -339,6 +339,12 @@ def main(ctx: click.Context) -> None:
     help="Folder for out-of-core working files (default: beside --output).",
 )
 @click.option(
+    "--rename-duplicate-ids",
+    is_flag=True,
+    help="Records sharing an id get id#2, id#3 in the outputs (with a warning) instead "
+    "of stopping the run (exit 3).",
+)
+@click.option(
     "--vectors",
     "vectors_field",
     default=None,
@@ -444,6 +450,12 @@ def dedup(
     from ._jit import start_numba
 
     quiet = opts.pop("quiet")
+    rename_ids = opts.pop("rename_duplicate_ids")
+    if rename_ids and (engine == "ray" or vectors_field is not None):
+        with _errors():
+            raise InvalidConfig(
+                "rename-duplicate-ids", True, "only for text with --engine local", "drop it"
+            )
     if engine == "ray" or vectors_field is not None:
         start_numba()
     if engine == "ray":
@@ -523,6 +535,7 @@ def dedup(
                 work_dir=work_dir,
                 prefetch=prefetch,
                 on_finished=summarize,
+                rename_duplicate_ids=rename_ids,
             )
     finally:
         if prefetch is not None:

@@ -93,8 +93,12 @@ def spilled_dedup(
     keep: str = "first",
     method: str = "lsh",
     progress: Callable[[str, int, int], None] | None = None,
+    check_ids: Callable[[list[Any]], None] | None = None,
 ) -> tuple[DedupResult, list[Any], list[BadRecord]]:
-    """Index pass + join over JSONL ``inputs`` with working files in ``workdir``."""
+    """Index pass + join over JSONL ``inputs`` with working files in ``workdir``.
+
+    ``check_ids(ids)``, if given, sees (and may replace in place) the record ids
+    once they are all read, before the join."""
     cfg = config
     scheme = SchemeDescriptor.from_config(cfg, key)
     hasher = MinHasher(cfg, key=key) if method == "lsh" else None
@@ -136,6 +140,8 @@ def spilled_dedup(
             flush()
     flush()
     out.close()
+    if check_ids is not None:
+        check_ids(ids)
     n = len(ids)
     planned = scratch_bytes(chunk_limit) + n * _PER_DOC_RAM
     if planned > cfg.memory_limit:

@@ -30,6 +30,7 @@ import json
 import math
 import os
 import resource
+import sys
 import tempfile
 import threading
 import time
@@ -55,6 +56,7 @@ from .corpus import (
     write_subset,
 )
 from .hashing import HashKey, SchemeDescriptor
+from .ids import describe, unique_ids
 from .leftovers import (
     OWNER_FILE,
     adopt,
@@ -355,6 +357,7 @@ def run_dedup(
     work_dir: str | None = None,
     prefetch: Prefetch | None = None,
     on_finished: Callable[[dict[str, Any]], None] | None = None,
+    rename_duplicate_ids: bool = False,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
 
@@ -370,6 +373,11 @@ def run_dedup(
     ``prefetch``, a :class:`~neardup.corpus.Prefetch` the caller started on
     ``inputs`` (and closes), lets an in-memory run take the bytes it has read; an
     out-of-core run stops it and streams the files.
+
+    Two records with the same id are refused (:class:`InputError`, naming the id and
+    both records) unless ``rename_duplicate_ids``: then the second record with id
+    ``X`` is ``X#2`` in ``clusters.jsonl`` and the ``representative`` field (a warning
+    on stderr says so; the records are written unchanged).
 
     ``on_finished(stats)``, if given, is called once every output of an in-memory
     run is written and in place, before the run's memory (about 3x the input) is
@@ -412,6 +420,7 @@ def run_dedup(
                 report,
                 work_dir,
                 t_start,
+                rename_duplicate_ids,
             )
         if progress is not None:
             progress("read", 0, 1)
@@ -436,6 +445,15 @@ def run_dedup(
         prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
         if prior is not None and id_field is None:
             corpus.ids = [len(prior) + i for i in range(len(corpus))]
+        ids = corpus.ids
+        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
+            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
+        ids_all = (prior.ids if prior is not None else []) + list(ids)
+        renames = unique_ids(
+            ids_all, len(prior or ()), _locator(corpus), rename=rename_duplicate_ids
+        )
+        if renames:
+            _warn(describe(renames))
         result = _find_duplicates(
             corpus.texts,
             hashed,
@@ -446,11 +464,8 @@ def run_dedup(
             prior=prior,
             progress=progress,
         )
-        ids = corpus.ids
-        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
-            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
-        ids_all = (prior.ids if prior is not None else []) + list(ids)
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
+        stats["renamed_ids"] = len(renames)
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
             # hashing went on after reading ended.
@@ -622,10 +637,12 @@ def _run_spilled(
     with_report: bool,
     work_dir: str | None,
     t_start: float,
+    rename_ids: bool,
 ) -> dict[str, Any]:
     from .external import WORK_ELSEWHERE, spilled_dedup, write_streamed
 
     base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
+    renames: list[tuple[Any, int, int, str]] = []
     try:
         os.makedirs(base, exist_ok=True)
         if work_dir is not None:
@@ -647,9 +664,10 @@ def _run_spilled(
                 keep=keep,
                 method=method,
                 progress=progress,
+                check_ids=functools.partial(_check_spilled_ids, inputs, rename_ids, renames),
             )
-        ids = [_json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
+        stats["renamed_ids"] = len(renames)
         if tmp is None:
             return stats
         t1 = time.perf_counter()
@@ -675,6 +693,34 @@ def _run_spilled(
         return stats
     finally:
         release(work)
+
+
+def _check_spilled_ids(
+    inputs: Sequence[str], rename: bool, renames: list[tuple[Any, int, int, str]], ids: list[Any]
+) -> None:
+    """The id check of an out-of-core run, after its first pass (records are counted,
+    not located: no line numbers are kept)."""
+    ids[:] = [_json_id(i) for i in ids]
+    one = inputs[0] if len(inputs) == 1 else ", ".join(inputs)
+    renames.extend(unique_ids(ids, 0, lambda _k: (one, None), rename=rename))
+    if renames:
+        _warn(describe(renames))
+
+
+def _locator(corpus: Corpus) -> Callable[[int], tuple[str, int | None]]:
+    """File and line (row, for tables) of a corpus's k-th record."""
+    lines = corpus.format in ("jsonl", "csv")
+
+    def where(k: int) -> tuple[str, int | None]:
+        fi, n = corpus.origins[k]
+        return corpus.inputs[fi], n if lines else n + 1
+
+    return where
+
+
+def _warn(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _report_positions(touching: Sequence[Cluster]) -> set[int]:
