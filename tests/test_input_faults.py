@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import resource
 import signal
+import struct
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -327,3 +330,62 @@ def test_an_id_already_in_the_saved_index_is_refused(tmp_path: Path) -> None:
         f"{second}:1: record 1 has id 'a', already the id of record 1 of the saved index"
         in r.stderr
     )
+
+
+def _resigned(raw: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
+    """The index file with its JSON header edited and its checksum recomputed, as a
+    deliberate edit would do (the checksum is not a signature)."""
+    hlen = struct.unpack("<Q", raw[12:20])[0]
+    header = json.loads(raw[20 : 20 + hlen])
+    edit(header)
+    text = json.dumps(header, sort_keys=True).encode()
+    text += b" " * (-len(text) % 8)
+    body = raw[:12] + struct.pack("<Q", len(text)) + text + raw[20 + hlen : -32]
+    return body + hashlib.blake2b(body, digest_size=32).digest()
+
+
+def test_a_tampered_index_is_bad_data_and_other_options_are_named(tmp_path: Path) -> None:
+    lines = RECORDS.decode().splitlines(keepends=True)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[:200]))
+    second.write_text("".join(lines[200:300]))
+    idx = tmp_path / "idx"
+    assert _dedup(first, "--id-field", "id", "--save-index", str(idx)).returncode == 0
+    raw = (idx / "index.ndx").read_bytes()
+
+    def against(data: bytes, *extra: str) -> subprocess.CompletedProcess[str]:
+        (idx / "index.ndx").write_bytes(data)
+        return _dedup(second, "--id-field", "id", "--against", str(idx), "--overwrite", *extra)
+
+    def drop_ids(h: dict[str, Any]) -> None:
+        del h["meta"]["ids"]
+
+    def other_fingerprint(h: dict[str, Any]) -> None:
+        h["meta"]["config_fingerprint"] = "0123456789abcdef"
+
+    def other_scheme(h: dict[str, Any]) -> None:
+        h["meta"]["scheme"]["num_perm"] = 64
+
+    def bad_shape(h: dict[str, Any]) -> None:
+        h["arrays"][1]["shape"] = [3]
+
+    cases = [
+        (raw[:100] + bytes([raw[100] ^ 1]) + raw[101:], "checksum mismatch"),
+        (_resigned(raw, drop_ids), "its content is not a consistent index (KeyError: 'ids')"),
+        (_resigned(raw, other_fingerprint), "its recorded options do not match its config"),
+        (_resigned(raw, other_scheme), "its scheme disagrees with its recorded options"),
+        (_resigned(raw, bad_shape), "malformed header (ValueError: cannot reshape"),
+    ]
+    for data, reason in cases:
+        r = against(data)
+        assert r.returncode == 3, r.stderr
+        assert f"{idx / 'index.ndx'}: {reason}" in r.stderr and "fix: restore it" in r.stderr
+        assert "Traceback" not in r.stderr
+    r = against(raw, "--threshold", "0.7", "--shingle", "char:5")
+    assert r.returncode == 2, r.stderr
+    assert (
+        "the index was built with other options (--threshold: 0.8 in the index, 0.7 now; "
+        "--shingle: 'word:5' in the index, 'char:5' now; --bands: 21 in the index, 32 now; "
+        "--rows: 6 in the index, 4 now)" in r.stderr
+    )
+    assert against(raw).returncode == 0

@@ -95,11 +95,12 @@ class MemoryLimitExceeded(NeardupError, MemoryError):
 class SchemeMismatch(NeardupError, ValueError):
     """Signatures, sets or indexes built under different schemes were combined."""
 
-    def __init__(self, left: str, right: str, what: str = "signatures") -> None:
+    def __init__(self, left: str, right: str, what: str = "signatures", differ: str = "") -> None:
         self.left = left
         self.right = right
+        detail = f" (they differ in {differ})" if differ else ""
         super().__init__(
-            f"cannot combine {what} of scheme {left} with scheme {right}; fix: recompute "
+            f"cannot combine {what} of scheme {left} with scheme {right}{detail}; fix: recompute "
             "one side with the other's configuration (same normalizer, shingles, hash, "
             "seed or key, signature and bands)"
         )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ._errors import (
+    CorruptFile,
     InputError,
     InvalidConfig,
     MemoryLimitExceeded,
@@ -67,12 +68,17 @@ def parse_size(text: str) -> int:
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def _errors(corrupt: int = 2) -> Iterator[None]:
+    """Errors as one line and an exit code; ``corrupt``: the code of a damaged file
+    (3, bad data, for the files a batch run reads)."""
     try:
         yield
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)
+    except CorruptFile as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(corrupt)
     except NeardupIOError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(4)
@@ -514,7 +520,7 @@ def dedup(
         )
         from .job import run_dedup
 
-        with _errors():
+        with _errors(corrupt=3):
             stats = run_dedup(
                 list(inputs),
                 output,
