@@ -194,3 +194,34 @@ def test_a_live_runs_folder_is_never_removed_and_an_unowned_one_is_named(
 def test_the_exit_codes_of_a_stop_are_documented(sig: signal.Signals) -> None:
     readme = (Path(__file__).parent.parent / "README.md").read_text()
     assert f"{128 + sig} stopped by {sig.name}" in readme
+
+
+def test_ctrl_c_while_the_kernels_compile_ends_every_process(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    _corpus(corpus, 100)
+    # A fresh kernel cache: this run compiles first, in worker processes.
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "neardup", "dedup", str(corpus), "-o", str(tmp_path / "o")]
+    proc = subprocess.Popen(
+        cmd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()
+    assert "compiling" in first, first
+    time.sleep(1.0)  # the workers are compiling
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+    # Workers left behind would hold the pipes open: communicate would time out.
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the left workers are in its group
+        raise
+    assert proc.returncode == 130, err
+    assert "neardup: stopped by SIGINT; no output was changed" in err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert not (tmp_path / "o").exists()

@@ -14,10 +14,12 @@ only once everything is complete:
   per-stage timings and peak memory;
 * ``report.html`` — a self-contained page (:mod:`neardup.report`).
 
-An interrupted run leaves at most a ``.neardup-tmp-*`` folder, never a complete
-looking ``output``.  Output bytes depend only on the inputs and the config (not on
-``workers``), except the two measured fields of ``stats.json``: ``timings_s`` and
-``peak_memory_bytes``.
+An interrupted run never leaves a partial ``output``: SIGINT/SIGTERM under the
+command line remove its ``.neardup-tmp-*``/``.neardup-work-*`` folders
+(:mod:`neardup.leftovers`); a run killed outright leaves them, with a locked owner
+file, and the next run beside them removes them and says so.  Output bytes depend
+only on the inputs and the config (not on ``workers``), except the two measured
+fields of ``stats.json``: ``timings_s`` and ``peak_memory_bytes``.
 """
 
 from __future__ import annotations

@@ -43,6 +43,7 @@ __all__ = [
     "adopt",
     "critical",
     "disown",
+    "handlers_installed",
     "install_signal_handlers",
     "note_written",
     "owned_folder",
@@ -270,6 +271,7 @@ def _stop(signum: int) -> None:
     for path, (_fd, what) in list(_held.items()):
         _remove(path)
         gone.append(what)
+    _end_children()
     name = _SIGNAL_NAMES.get(signal.Signals(signum), f"signal {signum}")
     done = f"; removed {', '.join(gone)}" if gone else ""
     if _written:
@@ -280,6 +282,22 @@ def _stop(signum: int) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     os._exit(128 + signum)
+
+
+def _end_children() -> None:
+    """Kill this process's multiprocessing children (kernel-compiling workers): they
+    would outlive it, holding its output pipes."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    with contextlib.suppress(Exception):
+        for child in mp.active_children():
+            child.kill()
+
+
+def handlers_installed() -> bool:
+    """Whether :func:`install_signal_handlers` ran in this process."""
+    return signal.getsignal(signal.SIGINT) is _on_signal
 
 
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
