@@ -95,11 +95,12 @@ class MemoryLimitExceeded(NeardupError, MemoryError):
 class SchemeMismatch(NeardupError, ValueError):
     """Signatures, sets or indexes built under different schemes were combined."""
 
-    def __init__(self, left: str, right: str, what: str = "signatures") -> None:
+    def __init__(self, left: str, right: str, what: str = "signatures", differ: str = "") -> None:
         self.left = left
         self.right = right
+        detail = f" (they differ in {differ})" if differ else ""
         super().__init__(
-            f"cannot combine {what} of scheme {left} with scheme {right}; fix: recompute "
+            f"cannot combine {what} of scheme {left} with scheme {right}{detail}; fix: recompute "
             "one side with the other's configuration (same normalizer, shingles, hash, "
             "seed or key, signature and bands)"
         )
@@ -119,19 +120,26 @@ class CorruptFile(NeardupError, ValueError):
 
 
 class NeardupIOError(NeardupError, OSError):
-    """An operating-system I/O error, wrapped with the path it concerned."""
+    """An operating-system I/O error, wrapped with the path it concerned.
 
-    def __init__(self, path: str, error: OSError) -> None:
+    The fix is chosen by errno (disk full, quota, permissions, ...); ``where_else``,
+    if given, says where else to write (e.g. ``--work-dir`` for working files)."""
+
+    def __init__(self, path: str, error: OSError, where_else: str | None = None) -> None:
         self.path = path
         self.error = error
         fix = _IO_FIXES.get(error.errno or 0, "check the path and permissions")
+        if where_else and error.errno in _NO_ROOM:
+            fix = f"{fix}; or {where_else}"
         # A message given with the errno (``OSError(errno, detail)``) says more.
         detail = error.strerror or str(error)
         super().__init__(f"{path}: {detail}; fix: {fix}")
 
 
 _IO_FIXES = {
-    errno.ENOSPC: "free space on that disk (or write somewhere else), then run again",
+    errno.ENOSPC: "the disk is full: free space on it (or write somewhere else), then run again",
+    errno.EFBIG: "the file grew past the largest file this process may write (ulimit -f) or "
+    "the file system holds: raise that limit, or write somewhere else",
     errno.EDQUOT: "free space within your disk quota (or write somewhere else)",
     errno.EACCES: "check the permissions of the path, or write somewhere else",
     errno.EPERM: "check the permissions of the path, or write somewhere else",
@@ -141,6 +149,9 @@ _IO_FIXES = {
     errno.EBUSY: "the path is in use (a mount point, or the current folder): use another",
     errno.EIO: "the disk reported an error: check it (dmesg, SMART) before retrying",
 }
+
+
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 class InputError(NeardupError, ValueError):

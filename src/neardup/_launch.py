@@ -8,6 +8,7 @@ the program starts here rather than in :mod:`neardup.cli`.
 from __future__ import annotations
 
 import os
+import sys
 
 __all__ = ["main", "process_defaults"]
 
@@ -28,6 +29,15 @@ def process_defaults() -> None:
 def main() -> None:
     """Run the command line (the ``neardup`` console script)."""
     process_defaults()
-    from .cli import main as cli_main
+    if sys.argv[1:2] == ["dedup"]:
+        from .leftovers import install_signal_handlers
 
+        # Before the slow imports, so a stop at any moment of a run ends the same way.
+        install_signal_handlers()
+    try:
+        from .cli import main as cli_main
+    except KeyboardInterrupt:
+        # Ctrl-C while the program loads: nothing was started, so no traceback.
+        os.write(2, b"neardup: stopped by SIGINT while starting; nothing was done\n")
+        os._exit(130)
     cli_main()

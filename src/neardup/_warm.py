@@ -91,6 +91,12 @@ def _cached(entry: Entry) -> bool | None:
         return None
 
 
+def _ignore_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _compile_one(entry: Entry) -> tuple[str, float]:
     """In a worker process: compile (or load) one kernel; returns its name and time."""
     from ._jit import start_numba
@@ -158,8 +164,13 @@ def compile_kernels(
     t0 = time.perf_counter()
     import multiprocessing
 
+    from .leftovers import handlers_installed
+
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+    # Under `neardup dedup` a Ctrl-C is the parent's to handle (it ends the workers):
+    # a worker of the terminal's process group must not print its own traceback.
+    init = _ignore_sigint if handlers_installed() else None
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init) as pool:
         futures = [pool.submit(_compile_one, e) for e in todo]
         for fut in as_completed(futures):
             fut.result()

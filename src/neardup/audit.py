@@ -21,7 +21,6 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +38,7 @@ from .families import (
 )
 from .hashing import HashKey
 from .job import _commit, _json_id, prepare_output
+from .leftovers import release
 
 __all__ = ["record_fields", "run_audit", "run_split"]
 
@@ -169,7 +169,7 @@ def run_audit(
         return audit
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            release(tmp)
 
 
 def parse_ratios(text: str) -> dict[str, float]:
@@ -239,7 +239,7 @@ def run_split(
         return report
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            release(tmp)
 
 
 def _audit_html(

@@ -28,6 +28,7 @@ from ._clihelp import (
     split_sections,
 )
 from ._errors import (
+    CorruptFile,
     InputError,
     InvalidConfig,
     MemoryLimitExceeded,
@@ -74,12 +75,17 @@ def parse_size(text: str) -> int:
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
+def _errors(corrupt: int = 2) -> Iterator[None]:
+    """Errors as one line and an exit code; ``corrupt``: the code of a damaged file
+    (3, bad data, for the files a batch run reads)."""
     try:
         yield
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(3)
+    except CorruptFile as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(corrupt)
     except NeardupIOError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(4)
@@ -356,6 +362,12 @@ def main(ctx: click.Context) -> None:
     help="Folder for out-of-core working files (default: beside --output).",
 )
 @click.option(
+    "--rename-duplicate-ids",
+    is_flag=True,
+    help="Records sharing an id get id#2, id#3 in the outputs (with a warning) instead "
+    "of stopping the run (exit 3).",
+)
+@click.option(
     "--vectors",
     "vectors_field",
     default=None,
@@ -454,6 +466,10 @@ def dedup(
     On Ray (JSONL/Parquet shards, paths or globs): neardup dedup 'shards/*.jsonl'
     --output out/ --engine ray --ray-address auto --resume
     """
+    if _Main.standalone and sys.stderr is sys.__stderr__:
+        from .leftovers import install_signal_handlers
+
+        install_signal_handlers()  # SIGINT/SIGTERM: remove this run's folders, exit 130/143
     inputs = _resolved(inputs)
     from ._jit import start_numba
 
@@ -465,6 +481,12 @@ def dedup(
             )
     # Without --id-field or --row-ids a field "id" gives the ids (local text runs).
     detect_id = not row_ids and opts["id_field"] is None
+    rename_ids = opts.pop("rename_duplicate_ids")
+    if rename_ids and (engine == "ray" or vectors_field is not None):
+        with _errors():
+            raise InvalidConfig(
+                "rename-duplicate-ids", True, "only for text with --engine local", "drop it"
+            )
     if engine == "ray" or vectors_field is not None:
         start_numba()
     if engine == "ray":
@@ -531,7 +553,7 @@ def dedup(
         )
         from .job import run_dedup
 
-        with _errors():
+        with _errors(corrupt=3):
             stats = run_dedup(
                 list(inputs),
                 output,
@@ -553,6 +575,7 @@ def dedup(
                 prefetch=prefetch,
                 on_finished=summarize,
                 detect_id=detect_id,
+                rename_duplicate_ids=rename_ids,
             )
     finally:
         if prefetch is not None:

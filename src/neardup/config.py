@@ -263,11 +263,65 @@ class Config:
         d["format_version"] = FORMAT_VERSION
         return d
 
+    def result_fields(self) -> dict[str, Any]:
+        """Every field that can change a result, layout resolved (what
+        :attr:`fingerprint` is computed from)."""
+        d = self.to_dict()
+        del d["memory_limit"]
+        return d
+
     @property
     def fingerprint(self) -> str:
         """Stable 16-hex-digit fingerprint of every field that can change a result
         (layout resolved).  ``memory_limit`` is left out: it decides how a run works
         (in memory or out of core), never what it finds."""
-        d = self.to_dict()
-        del d["memory_limit"]
-        return fingerprint(d)
+        return fingerprint(self.result_fields())
+
+    def differences(self, recorded: dict[str, Any]) -> str:
+        """The fields of :meth:`result_fields` that differ from ``recorded`` (another
+        config's), as ``--option: recorded vs this`` joined by ``; ``; empty if none."""
+        mine = _flat(self.result_fields())
+        theirs = _flat(recorded)
+        out = []
+        order = {name: i for i, name in enumerate(_FIELD_ORDER)}
+        for name in sorted(set(mine) | set(theirs), key=lambda n: (order.get(n, len(order)), n)):
+            if mine.get(name) != theirs.get(name):
+                label = f"--{name.replace('_', '-')}" if name in _CLI_FIELDS else name
+                out.append(f"{label}: {theirs.get(name)!r} in the index, {mine.get(name)!r} now")
+        return "; ".join(out)
+
+
+_CLI_FIELDS = frozenset(
+    {
+        "threshold",
+        "normalizer",
+        "shingle",
+        "max_shingles",
+        "seed",
+        "signature",
+        "num_perm",
+        "bands",
+        "rows",
+        "verify",
+        "max_document_bytes",
+    }
+)
+
+
+_FIELD_ORDER = (
+    *("threshold", "shingle", "max_shingles", "normalizer", "hash_algorithm", "seed"),
+    *("signature", "num_perm", "bands", "rows", "recall_target", "max_candidates"),
+    *("max_bucket_size", "verify", "max_document_bytes", "format_version"),
+)
+
+
+def _flat(d: dict[str, Any]) -> dict[str, Any]:
+    """``shingle`` as the option spells it (``word:5``) and its ``max_shingles`` apart."""
+    out = dict(d)
+    sh = out.pop("shingle", None)
+    if isinstance(sh, dict):
+        out["shingle"] = f"{sh.get('kind')}:{sh.get('k')}"
+        out["max_shingles"] = sh.get("max_shingles")
+    elif sh is not None:
+        out["shingle"] = sh
+    return out

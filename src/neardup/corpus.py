@@ -671,6 +671,14 @@ class _Reader:
             )
             return None
         text = rec.get(self.text_field)
+        if text is None and self.text_field in rec:
+            self.bad(
+                path,
+                line,
+                f"field {self.text_field!r} is null",
+                "give the record a text, or drop it (--skip-bad skips such records)",
+            )
+            return None
         if text is None:
             fields = ", ".join(sorted(map(str, rec))[:10])
             self.bad(
@@ -691,11 +699,20 @@ class _Reader:
         ident = None
         if self.id_field is not None:
             ident = rec.get(self.id_field)
-            if ident is None and not self.id_optional:
+            if ident is None and self.id_field in rec and not self.id_optional:
                 self.bad(
                     path,
                     line,
-                    f"no id field {self.id_field!r}",
+                    f"the id field {self.id_field!r} is null",
+                    "give every record an id, or omit --id-field to number the records",
+                )
+                return None
+            if ident is None and not self.id_optional:
+                fields = ", ".join(sorted(map(str, rec))[:10])
+                self.bad(
+                    path,
+                    line,
+                    f"no id field {self.id_field!r} (fields: {fields})",
                     "pass --id-field naming a field every record has, or omit it",
                 )
                 return None
@@ -1351,7 +1368,7 @@ def _read_csv(r: _Reader, path: str, fi: int) -> None:
                 r.bad(
                     path,
                     rows.line_num,
-                    f"the row has {got} fields, the header {width}",
+                    f"the row has {got} field{'' if got == 1 else 's'}, the header {width}",
                     "quote fields that contain the delimiter, or fix the row",
                 )
                 continue
@@ -1460,6 +1477,14 @@ def _read_arrow(r: _Reader, path: str, fi: int, kind: str) -> None:
     for ri, (ident, text) in enumerate(zip(ids, texts, strict=True)):
         if not isinstance(text, str):
             r.bad(path, ri + 1, f"row {ri} has a non-text {r.text_field!r}", "fill or drop it")
+            continue
+        if ident is None and r.id_field is not None:
+            r.bad(
+                path,
+                ri + 1,
+                f"row {ri} has a null id {r.id_field!r}",
+                "give every row an id, or omit --id-field to number the rows",
+            )
             continue
         r.add(ident, text, (fi, ri))
         r.c.row_index.append((ti, ri))

@@ -28,7 +28,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import MemoryLimitExceeded
+from ._errors import MemoryLimitExceeded, NeardupIOError
 from ._ids import IdChoice, detect_id_field, settle_ids
 from .config import Config, scratch_bytes
 from .corpus import BadRecord, FieldAppender, in_memory_plan, iter_jsonl
@@ -39,6 +39,7 @@ from .pipeline import DedupResult, _normalize_and_hash, dedup_sets
 __all__ = ["in_memory_plan", "spilled_dedup", "write_streamed"]
 
 _CHUNK_CHARS = 64 << 20
+WORK_ELSEWHERE = "point --work-dir at a disk with room for the working files"
 _PER_DOC_RAM = 96
 
 
@@ -54,16 +55,24 @@ class _Appender:
         self.rows: dict[str, int] = {}
 
     def add(self, name: str, arr: npt.NDArray[Any]) -> None:
-        fh = self.files.get(name)
-        if fh is None:
-            fh = self.files[name] = open(os.path.join(self.folder, name), "wb")  # noqa: SIM115
-            self.rows[name] = 0
-        fh.write(np.ascontiguousarray(arr).tobytes())
+        path = os.path.join(self.folder, name)
+        try:
+            fh = self.files.get(name)
+            if fh is None:
+                fh = self.files[name] = open(path, "wb")  # noqa: SIM115
+                self.rows[name] = 0
+            fh.write(np.ascontiguousarray(arr).tobytes())
+        except OSError as exc:
+            raise NeardupIOError(path, exc, WORK_ELSEWHERE) from exc
         self.rows[name] += int(arr.shape[0])
 
     def close(self) -> None:
-        for fh in self.files.values():
-            fh.close()
+        for name, fh in self.files.items():
+            try:
+                fh.close()
+            except OSError as exc:
+                path = os.path.join(self.folder, name)
+                raise NeardupIOError(path, exc, WORK_ELSEWHERE) from exc
 
     def mapped(self, name: str, dtype: Any, cols: int | None = None) -> npt.NDArray[Any]:
         rows = self.rows.get(name, 0)
@@ -86,11 +95,15 @@ def spilled_dedup(
     method: str = "lsh",
     progress: Callable[[str, int, int], None] | None = None,
     detect_id: bool = False,
+    check_ids: Callable[[list[Any]], None] | None = None,
 ) -> tuple[DedupResult, list[Any], list[BadRecord]]:
     """Index pass + join over JSONL ``inputs`` with working files in ``workdir``.
 
     ``detect_id`` as for :func:`neardup.corpus.read_corpus`; the choice goes into
     the result's stats (``id_field``, ``id_field_detected``, ``id_field_fallback``).
+    ``check_ids(ids)``, if given, sees (and may replace in place) the record ids
+    once they are all read, before the join (not for detected ids: those fall back
+    to row numbers when they are not unique).
     """
     cfg = config
     scheme = SchemeDescriptor.from_config(cfg, key)
@@ -140,6 +153,8 @@ def spilled_dedup(
             flush()
     flush()
     out.close()
+    if check_ids is not None and detected is None:
+        check_ids(ids)
     n = len(ids)
     planned = scratch_bytes(chunk_limit) + n * _PER_DOC_RAM
     if planned > cfg.memory_limit:

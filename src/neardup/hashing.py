@@ -220,7 +220,11 @@ class SchemeDescriptor:
 
     def require_same(self, other: SchemeDescriptor, what: str = "signatures") -> None:
         if self != other:
-            raise SchemeMismatch(self.fingerprint, other.fingerprint, what)
+            mine, theirs = self.to_dict(), other.to_dict()
+            differ = "; ".join(
+                f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs.get(k)
+            )
+            raise SchemeMismatch(self.fingerprint, other.fingerprint, what, differ)
 
     def require_same_sets(self, other: SchemeDescriptor) -> None:
         # Equal descriptors have equal set fingerprints; skip hashing on the hot path.

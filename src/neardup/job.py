@@ -14,10 +14,12 @@ only once everything is complete:
   per-stage timings and peak memory;
 * ``report.html`` — a self-contained page (:mod:`neardup.report`).
 
-An interrupted run leaves at most a ``.neardup-tmp-*`` folder, never a complete
-looking ``output``.  Output bytes depend only on the inputs and the config (not on
-``workers``), except the two measured fields of ``stats.json``: ``timings_s`` and
-``peak_memory_bytes``.
+An interrupted run never leaves a partial ``output``: SIGINT/SIGTERM under the
+command line remove its ``.neardup-tmp-*``/``.neardup-work-*`` folders
+(:mod:`neardup.leftovers`); a run killed outright leaves them, with a locked owner
+file, and the next run beside them removes them and says so.  Output bytes depend
+only on the inputs and the config (not on ``workers``), except the two measured
+fields of ``stats.json``: ``timings_s`` and ``peak_memory_bytes``.
 """
 
 from __future__ import annotations
@@ -30,23 +32,24 @@ import json
 import math
 import os
 import resource
-import shutil
+import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from ._errors import InvalidConfig, MemoryLimitExceeded, NeardupIOError
+from ._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from .cluster import Cluster
 from .config import Config
 from .corpus import (
     BadRecord,
     Corpus,
     Prefetch,
+    detect_format,
     in_memory_plan,
     input_bytes,
     prepare_subset,
@@ -55,6 +58,17 @@ from .corpus import (
     write_subset,
 )
 from .hashing import HashKey, SchemeDescriptor
+from .ids import describe, unique_ids
+from .leftovers import (
+    OWNER_FILE,
+    adopt,
+    critical,
+    disown,
+    note_written,
+    owned_folder,
+    release,
+    sweep,
+)
 from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
 __all__ = ["check_output", "check_writable", "prepare_output", "run_dedup", "set_workers"]
@@ -153,7 +167,10 @@ def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) ->
     parent = os.path.dirname(os.path.abspath(output)) or "."
     try:
         os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".neardup-tmp-", dir=parent)
+        sweep(parent)
+        tmp = owned_folder(
+            ".neardup-tmp-", parent, f"the unfinished output for {output} ({{path}})"
+        )
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the result is an ordinary folder
@@ -165,6 +182,8 @@ def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) ->
 def _fsync_tree(path: str) -> None:
     for name in os.listdir(path):
         full = os.path.join(path, name)
+        if name == OWNER_FILE:
+            continue  # removed before the rename: never part of an output
         if os.path.isfile(full):
             fd = os.open(full, os.O_RDONLY)
             try:
@@ -178,27 +197,58 @@ def _fsync_tree(path: str) -> None:
         os.close(fd)
 
 
-def _commit(tmp: str, output: str) -> None:
-    _fsync_tree(tmp)
-    old = None
-    if os.path.exists(output):
-        old = tempfile.mkdtemp(prefix=".neardup-old-", dir=os.path.dirname(os.path.abspath(output)))
-        os.rmdir(old)
-        os.rename(output, old)
-    os.rename(tmp, output)
-    parent = os.path.dirname(os.path.abspath(output))
-    fd = os.open(parent, os.O_RDONLY)
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _commit(tmp: str, output: str) -> None:
+    """Put the complete folder ``tmp`` in place as ``output`` (replacing it).
+
+    A signal (SIGINT/SIGTERM under the CLI) waits while the output is being
+    swapped, so ``output`` is always the old or the new complete folder."""
+    with _writing(output):
+        _swap(tmp, output)
+
+
+def _swap(tmp: str, output: str) -> None:
+    _fsync_tree(tmp)
+    parent = os.path.dirname(os.path.abspath(output))
+    old = None
+    with critical():
+        disown(tmp)
+        _fsync_dir(tmp)  # the owner file's removal
+        if os.path.exists(output):
+            old = tempfile.mkdtemp(prefix=".neardup-old-", dir=parent)
+            os.rmdir(old)
+            os.rename(output, old)
+            if os.path.isdir(old) and not os.path.islink(old):
+                adopt(old, f"the replaced output {old}")
+        os.rename(tmp, output)
+        note_written(output)
+    _fsync_dir(parent)
     if old is not None:
         if os.path.isdir(old) and not os.path.islink(old):
-            shutil.rmtree(old, ignore_errors=True)
+            release(old)
         else:
             # An output that was a file (or a link) is replaced like a folder is.
             with contextlib.suppress(OSError):
                 os.unlink(old)
+
+
+@contextlib.contextmanager
+def _writing(path: str, where_else: str | None = None) -> Iterator[None]:
+    """Raise an OSError of the block as :class:`NeardupIOError` naming ``path`` (or the
+    file the error names): a full disk is exit 4 with its fix, not a traceback."""
+    try:
+        yield
+    except NeardupIOError:
+        raise
+    except OSError as exc:
+        raise NeardupIOError(exc.filename or path, exc, where_else) from exc
 
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
@@ -310,6 +360,7 @@ def run_dedup(
     prefetch: Prefetch | None = None,
     on_finished: Callable[[dict[str, Any]], None] | None = None,
     detect_id: bool = False,
+    rename_duplicate_ids: bool = False,
 ) -> dict[str, Any]:
     """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
 
@@ -330,6 +381,11 @@ def run_dedup(
     ``inputs`` (and closes), lets an in-memory run take the bytes it has read; an
     out-of-core run stops it and streams the files.
 
+    Two records with the same id are refused (:class:`InputError`, naming the id and
+    both records) unless ``rename_duplicate_ids``: then the second record with id
+    ``X`` is ``X#2`` in ``clusters.jsonl`` and the ``representative`` field (a warning
+    on stderr says so; the records are written unchanged).
+
     ``on_finished(stats)``, if given, is called once every output of an in-memory
     run is written and in place, before the run's memory (about 3x the input) is
     released: a program that ends there may skip releasing it.
@@ -346,11 +402,7 @@ def run_dedup(
         plan = in_memory_plan(inputs, cfg)
         if spill or plan > cfg.memory_limit:
             if not streamable(inputs):
-                raise MemoryLimitExceeded(
-                    plan,
-                    cfg.memory_limit,
-                    "an in-memory run over these inputs (only JSONL inputs stream to disk)",
-                )
+                _refuse_out_of_core(inputs, plan, cfg.memory_limit, spill)
             if against or save_index:
                 raise InvalidConfig(
                     "against/save-index",
@@ -375,6 +427,7 @@ def run_dedup(
                 report,
                 work_dir,
                 t_start,
+                rename_duplicate_ids,
                 detect_id,
             )
         if progress is not None:
@@ -401,6 +454,15 @@ def run_dedup(
         prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
         if prior is not None and corpus.id_choice.field is None:
             corpus.ids = [len(prior) + i for i in range(len(corpus))]
+        ids = corpus.ids
+        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
+            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
+        ids_all = (prior.ids if prior is not None else []) + list(ids)
+        renames = unique_ids(
+            ids_all, len(prior or ()), _locator(corpus), rename=rename_duplicate_ids
+        )
+        if renames:
+            _warn(describe(renames))
         result = _find_duplicates(
             corpus.texts,
             hashed,
@@ -411,12 +473,9 @@ def run_dedup(
             prior=prior,
             progress=progress,
         )
-        ids = corpus.ids
-        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
-            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
-        ids_all = (prior.ids if prior is not None else []) + list(ids)
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
         stats.update(corpus.id_choice.stats())
+        stats["renamed_ids"] = len(renames)
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
             # hashing went on after reading ended.
@@ -426,7 +485,8 @@ def run_dedup(
         t1 = time.perf_counter()
         if progress is not None:
             progress("write", 0, 1)
-        _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
+        with _writing(tmp):
+            _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
         if progress is not None:
             progress("write", 1, 1)
         if save_index:
@@ -443,7 +503,28 @@ def run_dedup(
         return stats
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            release(tmp)
+
+
+def _refuse_out_of_core(inputs: Sequence[str], plan: int, limit: int, spill: bool) -> None:
+    """Raise the error for an out-of-core run over inputs that are not all JSONL files:
+    InvalidConfig (exit 2) for ``--spill`` when the run fits in memory anyway,
+    MemoryLimitExceeded (exit 5) when it does not."""
+    other = next(p for p in inputs if not streamable([p]))
+    try:
+        fmt = detect_format(other)
+    except InputError:
+        fmt = "not a file"
+    what = f"{other} is {fmt}: only JSONL files are read out of core"
+    if spill and plan <= limit:
+        raise InvalidConfig(
+            "spill",
+            True,
+            what,
+            f"drop --spill (this run fits in memory: about {plan:,} bytes of "
+            f"memory_limit={limit:,}), or convert the input to JSONL",
+        )
+    raise MemoryLimitExceeded(plan, limit, f"an in-memory run ({what}; convert it to JSONL)")
 
 
 def _stats(
@@ -470,7 +551,8 @@ def _stats(
 def _finish(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
     stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
     stats["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
+    path = os.path.join(tmp, "stats.json")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
         json.dump(stats, fh, indent=2, sort_keys=True)
         fh.write("\n")
     _commit(tmp, output)
@@ -526,7 +608,8 @@ class _ClusterLines:
 
 def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
     lines = _ClusterLines(ids)
-    with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
+    path = os.path.join(tmp, "clusters.jsonl")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
         for lo in range(0, len(touching), 4096):
             chunk = touching[lo : lo + 4096]
             fh.write("".join(lines.line(lo + k, c) + "\n" for k, c in enumerate(chunk)))
@@ -544,7 +627,8 @@ def _write_report(
     from .report import render_report
 
     html = render_report(result, touching, ids, texts, cfg, stats)
-    with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
+    path = os.path.join(tmp, "report.html")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
         fh.write(html)
 
 
@@ -563,46 +647,57 @@ def _run_spilled(
     with_report: bool,
     work_dir: str | None,
     t_start: float,
+    rename_ids: bool,
     detect_id: bool = False,
 ) -> dict[str, Any]:
-    from .external import spilled_dedup, write_streamed
+    from .external import WORK_ELSEWHERE, spilled_dedup, write_streamed
 
     base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
-    os.makedirs(base, exist_ok=True)
-    work = tempfile.mkdtemp(prefix=".neardup-work-", dir=base)
+    renames: list[tuple[Any, int, int, str]] = []
+    try:
+        os.makedirs(base, exist_ok=True)
+        if work_dir is not None:
+            sweep(base)  # beside the output, prepare_output did
+        work = owned_folder(".neardup-work-", base, "the working folder {path}")
+    except OSError as exc:
+        raise NeardupIOError(base, exc) from exc
     try:
         t0 = time.perf_counter()
-        result, ids, bad = spilled_dedup(
-            inputs,
-            work,
-            config=cfg,
-            key=key,
-            text_field=text_field,
-            id_field=id_field,
-            skip_bad=skip_bad,
-            keep=keep,
-            method=method,
-            progress=progress,
-            detect_id=detect_id,
-        )
+        with _writing(work, WORK_ELSEWHERE):
+            result, ids, bad = spilled_dedup(
+                inputs,
+                work,
+                config=cfg,
+                key=key,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                keep=keep,
+                method=method,
+                progress=progress,
+                detect_id=detect_id,
+                check_ids=functools.partial(_check_spilled_ids, inputs, rename_ids, renames),
+            )
         ids = [_json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
+        stats["renamed_ids"] = len(renames)
         if tmp is None:
             return stats
         t1 = time.perf_counter()
         touching, cluster_of = _touching(result)
         want = _report_positions(touching) if with_report else set()
-        texts = write_streamed(
-            tmp,
-            inputs,
-            result,
-            ids,
-            cluster_of,
-            text_field=text_field,
-            id_field=id_field,
-            skip_bad=skip_bad,
-            want_texts=want,
-        )
+        with _writing(tmp):
+            texts = write_streamed(
+                tmp,
+                inputs,
+                result,
+                ids,
+                cluster_of,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                want_texts=want,
+            )
         _write_clusters(tmp, touching, ids)
         if with_report:
             _write_report(tmp, result, touching, ids, texts, cfg, stats)
@@ -610,7 +705,35 @@ def _run_spilled(
         _finish(tmp, output, stats, t_start)
         return stats
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        release(work)
+
+
+def _check_spilled_ids(
+    inputs: Sequence[str], rename: bool, renames: list[tuple[Any, int, int, str]], ids: list[Any]
+) -> None:
+    """The id check of an out-of-core run, after its first pass (records are counted,
+    not located: no line numbers are kept)."""
+    ids[:] = [_json_id(i) for i in ids]
+    one = inputs[0] if len(inputs) == 1 else ", ".join(inputs)
+    renames.extend(unique_ids(ids, 0, lambda _k: (one, None), rename=rename))
+    if renames:
+        _warn(describe(renames))
+
+
+def _locator(corpus: Corpus) -> Callable[[int], tuple[str, int | None]]:
+    """File and line (row, for tables) of a corpus's k-th record."""
+    lines = corpus.format in ("jsonl", "csv")
+
+    def where(k: int) -> tuple[str, int | None]:
+        fi, n = corpus.origins[k]
+        return corpus.inputs[fi], n if lines else n + 1
+
+    return where
+
+
+def _warn(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _report_positions(touching: Sequence[Cluster]) -> set[int]:

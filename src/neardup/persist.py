@@ -115,18 +115,25 @@ def read_container(path: str, kind: str) -> tuple[dict[str, Any], dict[str, npt.
         raise CorruptFile(path, f"header is not JSON ({exc})") from exc
     if header.get("kind") != kind:
         raise CorruptFile(path, f"holds {header.get('kind')!r}, expected {kind!r}")
-    base = pre + hlen
+    try:
+        return header["meta"], _arrays(path, body, pre + hlen, header["arrays"])
+    except (KeyError, TypeError, ValueError) as exc:
+        # A header edited and re-checksummed: the checksum is no signature.
+        raise CorruptFile(path, f"malformed header ({type(exc).__name__}: {exc})") from exc
+
+
+def _arrays(path: str, body: bytes, base: int, specs: Any) -> dict[str, npt.NDArray[Any]]:
     arrays: dict[str, npt.NDArray[Any]] = {}
-    for spec in header["arrays"]:
+    for spec in specs:
         if spec["dtype"] not in _ALLOWED_DTYPES:
             raise CorruptFile(path, f"array {spec['name']!r} has unsupported dtype {spec['dtype']}")
         start = base + int(spec["offset"])
         end = start + int(spec["nbytes"])
-        if end > len(body):
+        if start < base or end < start or end > len(body):
             raise CorruptFile(path, f"array {spec['name']!r} runs past the end of the file")
         arr = np.frombuffer(body[start:end], dtype=np.dtype(spec["dtype"]))
         arrays[spec["name"]] = arr.reshape(spec["shape"]).copy()
-    return header["meta"], arrays
+    return arrays
 
 
 def save_index(index: LSHIndex, path: str) -> None:

@@ -100,6 +100,7 @@ class DedupResult:
     sets: ShingleSets | None = field(default=None, repr=False)
     signatures: SignatureSet | None = field(default=None, repr=False)
     n_prior: int = 0
+    config: dict[str, Any] | None = field(default=None, repr=False)
 
     def to_index(self, ids: Sequence[Any]) -> DedupIndex:
         """Everything needed to dedup later inputs against this run (and its prior)."""
@@ -112,7 +113,7 @@ class DedupResult:
                 f"need one id per document ({len(self.sets)})",
                 "pass the prior ids followed by this run's ids",
             )
-        return DedupIndex(self.sets, list(ids), self.edges, self.config_fingerprint)
+        return DedupIndex(self.sets, list(ids), self.edges, self.config_fingerprint, self.config)
 
     @property
     def kept(self) -> npt.NDArray[np.int64]:
@@ -242,6 +243,19 @@ def _exact_groups(
     return edges, leaders
 
 
+# Fields a scheme descriptor shares with the config it came from.
+_SCHEME_AND_CONFIG = (
+    "max_shingles",
+    "hash_algorithm",
+    "seed",
+    "signature",
+    "num_perm",
+    "bands",
+    "rows",
+    "format_version",
+)
+
+
 @dataclass(eq=False, slots=True)
 class DedupIndex:
     """What a batch run leaves for the next one (``--save-index`` / ``--against``).
@@ -255,6 +269,9 @@ class DedupIndex:
     ids: list[Any]
     edges: list[Edge]
     config_fingerprint: str
+    # The options behind config_fingerprint (Config.result_fields), so that a run
+    # with other options can be told which ones differ.  None in older indexes.
+    config: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.sets)
@@ -282,6 +299,7 @@ class DedupIndex:
             "scheme": self.sets.scheme.to_dict(),
             "ids": self.ids,
             "config_fingerprint": self.config_fingerprint,
+            **({} if self.config is None else {"config": self.config}),
             "edge_method": [x.method for x in e],
             "edge_estimate": [x.estimate for x in e],
         }
@@ -289,22 +307,71 @@ class DedupIndex:
 
     @classmethod
     def load(cls, path: str) -> DedupIndex:
+        """Read an index saved by :meth:`save`; :class:`~neardup.CorruptFile` unless
+        its checksum, structure and recorded options all hold together (the
+        checksum alone does not stop a deliberate edit)."""
         from ._errors import CorruptFile
         from .persist import read_container
 
         meta, a = read_container(path, "dedup-index")
+        try:
+            index = cls._from_parts(path, meta, a)
+        except CorruptFile:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise CorruptFile(
+                path, f"its content is not a consistent index ({type(exc).__name__}: {exc})"
+            ) from exc
+        return index
+
+    @classmethod
+    def _from_parts(
+        cls, path: str, meta: dict[str, Any], a: dict[str, npt.NDArray[Any]]
+    ) -> DedupIndex:
+        from ._errors import CorruptFile
+        from ._fingerprint import fingerprint
+
         scheme = SchemeDescriptor.from_dict(meta["scheme"])
+        n = len(meta["ids"])
+        indptr = a["indptr"]
+        per_doc = ("raw_counts", "truncated", "content_hash", "byte_lengths")
+        if (
+            indptr.ndim != 1
+            or indptr.shape[0] != n + 1
+            or any(a[k].shape != (n,) for k in per_doc)
+            or (n and (indptr[0] != 0 or np.any(np.diff(indptr) < 0)))
+            or int(indptr[-1]) != a["data"].shape[0]
+        ):
+            raise CorruptFile(path, "array lengths disagree with the id list")
+        n_edges = a["edge_a"].shape[0]
+        edge_arrays = ("edge_a", "edge_b", "edge_band", "edge_inter", "edge_union")
+        if (
+            any(a[k].shape != (n_edges,) for k in edge_arrays)
+            or len(meta["edge_method"]) != n_edges
+            or len(meta["edge_estimate"]) != n_edges
+            or np.any(
+                (a["edge_a"] < 0) | (a["edge_a"] >= n) | (a["edge_b"] < 0) | (a["edge_b"] >= n)
+            )
+            or not set(meta["edge_method"]) <= {"identical", "exact", "estimate"}
+        ):
+            raise CorruptFile(path, "its edges do not fit its documents")
+        config = meta.get("config")
+        if config is not None and fingerprint(config) != meta["config_fingerprint"]:
+            raise CorruptFile(path, "its recorded options do not match its config fingerprint")
+        if config is not None:
+            recorded = {**config, **config["shingle"]}  # max_shingles lives in the shingle
+            sd = scheme.to_dict()
+            if any(sd[k] != recorded[k] for k in _SCHEME_AND_CONFIG):
+                raise CorruptFile(path, "its scheme disagrees with its recorded options")
         sets = ShingleSets(
             a["data"],
-            a["indptr"],
+            indptr,
             a["raw_counts"],
             a["truncated"],
             a["content_hash"],
             a["byte_lengths"],
             scheme,
         )
-        if len(meta["ids"]) != len(sets):
-            raise CorruptFile(path, "id list and sets disagree in length")
         edges = []
         for i in range(a["edge_a"].shape[0]):
             inter, union = int(a["edge_inter"][i]), int(a["edge_union"][i])
@@ -323,7 +390,7 @@ class DedupIndex:
                     union=union if union >= 0 else None,
                 )
             )
-        return cls(sets, list(meta["ids"]), edges, meta["config_fingerprint"])
+        return cls(sets, list(meta["ids"]), edges, meta["config_fingerprint"], config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -704,6 +771,15 @@ def _find_duplicates(
         raise InvalidConfig("edges", edges, "unknown edge mode", "use forest or all")
     scheme = SchemeDescriptor.from_config(cfg, key)
     if prior is not None:
+        if prior.config is not None:
+            differ = cfg.differences(prior.config)
+            if differ:
+                raise InvalidConfig(
+                    "against",
+                    prior.config_fingerprint,
+                    f"the index was built with other options ({differ})",
+                    "rerun with the index's options, or rebuild the index with these",
+                )
         prior.sets.scheme.require_same(scheme, "a saved index and this run")
         if prior.config_fingerprint != cfg.fingerprint:
             raise InvalidConfig(
@@ -985,6 +1061,7 @@ def dedup_sets(
         sets=sets,
         signatures=sigs,
         n_prior=n_prior,
+        config=cfg.result_fields(),
     )
 
 

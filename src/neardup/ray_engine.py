@@ -1296,6 +1296,7 @@ def run_dedup_ray(
     """
     from .cluster import KEEP_RULES
     from .job import _commit, check_writable, prepare_output
+    from .leftovers import release
 
     cfg = config or Config()
     if keep not in KEEP_RULES:
@@ -1373,7 +1374,7 @@ def run_dedup_ray(
         return stats
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            release(tmp)
         ctx = ray.data.DataContext.get_current()
         logging.getLogger("ray.data").setLevel(saved.pop("log_level"))
         for name, value in saved.items():

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -38,6 +37,7 @@ from ._errors import InputError, InvalidConfig, NeardupIOError
 from .corpus import BadRecord, Corpus, _iter_lines, _strip_compression, write_subset
 from .hashing import HashKey
 from .job import _finish, _json_id, prepare_output, set_workers
+from .leftovers import release
 from .vectors import VectorConfig
 from .vpipeline import SparseBags, VectorDedupResult, find_vector_duplicates, weighted_bags
 
@@ -492,7 +492,7 @@ def run_vector_dedup(
         return stats
     finally:
         if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+            release(tmp)
 
 
 def _stats(
