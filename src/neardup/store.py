@@ -499,40 +499,29 @@ class FeatureStore:
         vals = np.fromiter((r[0] for r in rows), dtype=np.int64)
         return vals.view(np.uint64)
 
-    def features(self, positions: Sequence[int]) -> dict[int, tuple[str, npt.NDArray[np.uint64]]]:
-        """``{pos: (item_id, features)}`` for the live positions among ``positions``."""
-        out: dict[int, tuple[str, npt.NDArray[np.uint64]]] = {}
+    def _live_rows(self, columns: str, positions: Sequence[int]) -> Iterator[tuple[Any, ...]]:
+        """``columns`` of the live rows holding features among ``positions``."""
         ps = [int(p) for p in positions]
         for lo in range(0, len(ps), 500):
             chunk = ps[lo : lo + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT pos, item_id, features FROM items WHERE pos IN ({marks}) "  # noqa: S608
+            yield from self._db.execute(
+                f"SELECT {columns} FROM items WHERE pos IN ({marks}) "  # noqa: S608
                 "AND tombstone_epoch IS NULL AND features IS NOT NULL",
                 chunk,
             ).fetchall()
-            for pos, item_id, blob in rows:
-                out[int(pos)] = (
-                    str(self._unid(item_id)),
-                    self._open_features(int(pos), bytes(blob)),
-                )
-        return out
+
+    def features(self, positions: Sequence[int]) -> dict[int, tuple[str, npt.NDArray[np.uint64]]]:
+        """``{pos: (item_id, features)}`` for the live positions among ``positions``."""
+        return {
+            int(pos): (str(self._unid(item_id)), self._open_features(int(pos), bytes(blob)))
+            for pos, item_id, blob in self._live_rows("pos, item_id, features", positions)
+        }
 
     def live_positions(self, positions: Sequence[int]) -> set[int]:
         """The positions among ``positions`` that are live and hold features (what
         :meth:`features` would return, without reading or opening any blob)."""
-        out: set[int] = set()
-        ps = [int(p) for p in positions]
-        for lo in range(0, len(ps), 500):
-            chunk = ps[lo : lo + 500]
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT pos FROM items WHERE pos IN ({marks}) "  # noqa: S608
-                "AND tombstone_epoch IS NULL AND features IS NOT NULL",
-                chunk,
-            ).fetchall()
-            out.update(int(r[0]) for r in rows)
-        return out
+        return {int(r[0]) for r in self._live_rows("pos", positions)}
 
     def text(self, pos: int) -> str | None:
         row = self._db.execute("SELECT text FROM items WHERE pos=?", (pos,)).fetchone()
