@@ -232,9 +232,14 @@ def peer_pipeline(kind: str, inp: str, out: Path) -> dict[str, Any]:
 
 
 def worker_main(a: argparse.Namespace) -> int:
+    """Run one peer pipeline and end the process the way ``neardup dedup`` ends
+    (its outputs written and closed, no interpreter teardown), so that both sides
+    of a timing pay for the same things."""
     info = peer_pipeline(a.worker, a.input, Path(a.output))
     Path(a.report_json).write_text(json.dumps(info))
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 # --------------------------------------------------------------------------- running

@@ -13,6 +13,10 @@ parent:
   1k, 10k, 100k and all of them;
 * ``scripts`` — short messages of the gettext catalogues in every language and
   script (the same builder, ``shape="scripts"``) at 10k and 100k;
+* ``manpages`` — paragraphs of the man pages on this machine (every language;
+  generated command references document each flag of each subcommand with the
+  same sentences: short templated technical documentation, the shape that loads
+  the candidate stage most) at 10k, 100k and all of them;
 * ``real`` — the end-to-end corpus (Python sources and Debian docs, paragraphs)
   at 10k, 100k and all (363k);
 * ``synthetic`` — 1M synthetic 50-word documents (``--with-1m``; the rensa run
@@ -30,6 +34,7 @@ warm-up so that the kernel cache is warm (the cold first run is
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -52,6 +57,8 @@ def _corpora(a: argparse.Namespace) -> list[tuple[str, int | None, dict[str, Any
         out.append(("templated", n, c.build_templated_corpus(n)))
     for n in a.scripts:
         out.append(("scripts", n, c.build_templated_corpus(n, shape="scripts")))
+    for n in a.manpages:
+        out.append(("manpages", n, c.build_templated_corpus(n, shape="manpages")))
     for n in a.real:
         out.append(("real", n, _real_first(n)))
     if a.with_1m:
@@ -87,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--templated", nargs="*", type=_size, default=[1_000, 10_000, 100_000, None])
     p.add_argument("--scripts", nargs="*", type=_size, default=[10_000, 100_000])
+    p.add_argument("--manpages", nargs="*", type=_size, default=[10_000, 100_000, None])
     p.add_argument("--real", nargs="*", type=_size, default=[10_000, 100_000, None])
     p.add_argument("--with-1m", action="store_true", help="also 1M synthetic documents")
     p.add_argument("--peer-timeout", type=float, default=1800.0)
@@ -94,9 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     import corpus as c
 
+    # An installed package has its bytecode cached; a machine that forbids caching
+    # (this variable) would recompile neardup's modules in every timed process.
+    bytecode_off = os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
     t_start = time.perf_counter()
     results: dict[str, Any] = {"benchmark": "sizes", "machine": machine_info(),
-                               "params": {"repeats": a.repeats}, "runs": []}
+                               "params": {"repeats": a.repeats,
+                                          "pythondontwritebytecode_cleared": bool(bytecode_off)}, "runs": []}
     work = Path(tempfile.mkdtemp(prefix="sizes-", dir=c.CACHE_DIR))
     try:
         for shape, n, meta in _corpora(a):

@@ -339,7 +339,62 @@ def api_records(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
                 yield rec
 
 
-SHAPES = ("templated", "scripts")
+MAN_ROOT = Path("/usr/share/man")
+# Requests that end a man page paragraph, and those whose arguments are text.
+_MAN_BREAK = re.compile(
+    r"^\.(SH|SS|PP|P|LP|TP|IP|HP|sp|br|RS|RE|TQ|nf|fi|EX|EE|in|ti|Sh|Ss|Pp|It|Bl|El|Bd|Ed)\b"
+)
+_MAN_FONT = re.compile(
+    r"^\.(B|I|BR|RB|IR|RI|BI|IB|SM|SB|Nm|Ar|Fl|Op|Xr|Pa|Dq|Sq|Em|Li|Cm|Ev|Va|Ql)\s+(.*)$"
+)
+_MAN_ESCAPES = [
+    (re.compile(r"\\f(\[[^\]]*\]|\(..|.)"), ""),
+    (re.compile(r"\\\((aq|cq)"), "'"),
+    (re.compile(r"\\\((lq|rq|dq)"), '"'),
+    (re.compile(r"\\\((em|en|hy)"), "-"),
+    (re.compile(r"\\\(co"), "(c)"),
+    (re.compile(r"\\\*\(..|\\\*\[[^\]]*\]|\\\*."), ""),
+    (re.compile(r"\\s[-+]?\d"), ""),
+    (re.compile(r"\\[&|^%c]"), ""),
+    (re.compile(r"\\-"), "-"),
+    (re.compile(r"\\e"), "\\\\"),
+    (re.compile(r"\\ "), " "),
+]
+
+
+def _man_text(lines: list[str]) -> str:
+    text = " ".join(lines)
+    for pat, rep in _MAN_ESCAPES:
+        text = pat.sub(rep, text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def manpage_paragraphs(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
+    """Paragraphs of the machine's man pages (``/usr/share/man``, every language),
+    troff requests and font escapes stripped: real technical documentation, short,
+    and heavily templated where the pages are generated (command-line tools that
+    document every flag of every subcommand with the same sentences)."""
+    files = sorted(MAN_ROOT.rglob("*.gz")) if MAN_ROOT.is_dir() else []
+    for path in files:
+        text = _read_text(path)
+        if text is None:
+            continue
+        cur: list[str] = []
+        for line in [*text.splitlines(), ".PP"]:
+            if line.startswith(('.\\"', "'\\\"")):
+                continue
+            if _MAN_BREAK.match(line) or not line.strip():
+                para = _man_text(cur)
+                cur = []
+                if len(para) >= min_chars:
+                    yield para
+            elif m := _MAN_FONT.match(line):
+                cur.append(m.group(2).replace('"', ""))
+            elif not line.startswith((".", "'")):
+                cur.append(line)
+
+
+SHAPES = ("templated", "scripts", "manpages")
 
 
 def shaped_records(shape: str, limit: int | None = None) -> tuple[list[str], dict[str, Any]]:
@@ -348,7 +403,8 @@ def shaped_records(shape: str, limit: int | None = None) -> tuple[list[str], dic
     * ``templated``: API records (:func:`api_records`) with one Debian changelog
       entry after every seven (:func:`changelog_entries`);
     * ``scripts``: gettext catalogue messages of every language
-      (:func:`catalogue_messages`).
+      (:func:`catalogue_messages`);
+    * ``manpages``: paragraphs of the man pages (:func:`manpage_paragraphs`).
     """
     if shape == "templated":
         streams = {"api_records": api_records(), "changelog_entries": changelog_entries()}
@@ -356,6 +412,9 @@ def shaped_records(shape: str, limit: int | None = None) -> tuple[list[str], dic
     elif shape == "scripts":
         streams = {"catalogue_messages": catalogue_messages()}
         pick = ["catalogue_messages"]
+    elif shape == "manpages":
+        streams = {"manpage_paragraphs": manpage_paragraphs()}
+        pick = ["manpage_paragraphs"]
     else:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
     seen: set[str] = set()
