@@ -422,6 +422,29 @@ def service_locust_table(d: dict[str, Any]) -> str:
     return head + "\n" + "\n".join(rows) + "\n"
 
 
+def sizes_table(d: dict[str, Any]) -> str:
+    """Ratio to the rensa pipeline by corpus shape and size (``bench_sizes.py``)."""
+    m = d["machine"]
+    out = [
+        f"Machine: {m.get('cpu_model')}, {m.get('nproc')} cores; load "
+        f"{m.get('loadavg_at_start', ['?'])[0]} at start, {m.get('loadavg_at_end', ['?'])[0]} "
+        f"at end; {d['params']['repeats']} runs each, round robin.",
+        "",
+        "| shape | documents | MB | neardup best (median) s | rensa best (median) s "
+        "| ratio best (median) | neardup candidate pairs |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in d["runs"]:
+        out.append(
+            f"| {r['shape']} | {r['n_docs']:,} | {r['text_mb']} "
+            f"| {r['neardup_best_s']:.2f} ({r['neardup_median_s']:.2f}) "
+            f"| {r['rensa_best_s']:.2f} ({r['rensa_median_s']:.2f}) "
+            f"| **{r['ratio_best']:.2f}×** ({r['ratio_median']:.2f}×) "
+            f"| {_fmt(r['neardup_candidate_pairs'])} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--signatures", type=Path, default=HERE / "results" / "signatures.json")
@@ -433,8 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--service-locust", type=Path, default=HERE / "results" / "service_locust.json"
     )
+    p.add_argument("--sizes", type=Path, default=HERE / "results" / "sizes.json")
     p.add_argument("--only",
-                   default="signatures,recall,end_to_end,numpy,vectors,service,service_locust",
+                   default="signatures,recall,end_to_end,numpy,vectors,service,service_locust,sizes",
                    help="comma-separated tables to print (default: all)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -452,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
         print(service_table(json.loads(a.service.read_text())))
     if "service_locust" in only and a.service_locust.exists():
         print(service_locust_table(json.loads(a.service_locust.read_text())))
+    if "sizes" in only and a.sizes.exists():
+        print(sizes_table(json.loads(a.sizes.read_text())))
     return 0
 
 
