@@ -540,6 +540,7 @@ def _ratios(nd: dict[str, Any], ds: dict[str, Any]) -> dict[str, Any]:
             ds["candidates_closed"]["p99_ms"], nd["candidates_closed"]["p99_ms"]
         ),
         "rss_datasketch_over_neardup": r(ds["memory"]["VmRSS"], nd["memory"]["VmRSS"]),
+        "peak_rss_datasketch_over_neardup": r(ds["memory"]["VmHWM"], nd["memory"]["VmHWM"]),
         "preload_datasketch_s_over_neardup_s": r(
             ds["preload"]["preload_s"], nd["preload"]["preload_s"]
         ),

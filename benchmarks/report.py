@@ -359,7 +359,7 @@ def service_table(d: dict[str, Any]) -> str:
         "2 cores.\n\n"
         "| system | upserts/s | per server CPU-s | upsert p50 / p99 ms | candidates/s | "
         "per server CPU-s | candidates p50 / p99 ms | open loop upsert p99 / query p99 ms "
-        "(achieved upserts/s) | recall of planted J ≥ 0.8 | RSS |\n"
+        "(achieved upserts/s) | recall of planted J ≥ 0.8 | RSS at end / peak (VmHWM) |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     rows = []
@@ -374,7 +374,7 @@ def service_table(d: dict[str, Any]) -> str:
             f"{_fmt(q['per_server_cpu_s'])} | {q['p50_ms']:.1f} / {q['p99_ms']:.1f} | "
             f"{o['upsert']['p99_ms']:.1f} / {o['candidates']['p99_ms']:.1f} "
             f"({o['achieved_upserts_per_s']:.0f}) | {r['recall']['recall']:.3f} | "
-            f"{r['memory']['VmRSS'] / 2**30:.2f} GiB |"
+            f"{r['memory']['VmRSS'] / 2**30:.2f} / {r['memory']['VmHWM'] / 2**30:.2f} GiB |"
         )
     nd = d["neardup"]["preload"]
     cost = d.get("cost_per_million_items", {})
@@ -386,7 +386,15 @@ def service_table(d: dict[str, Any]) -> str:
         + ".\n"
     )
     if "ratios" in d:
-        tail += "Ratios: " + ", ".join(f"{k} {v}" for k, v in d["ratios"].items()) + ".\n"
+        named = {"rss_datasketch_over_neardup": "rss_datasketch_over_neardup (VmRSS at end)"}
+        tail += (
+            "Ratios: "
+            + ", ".join(f"{named.get(k, k)} {v}" for k, v in d["ratios"].items())
+            + ".\n"
+        )
+    if "datasketch" in d and "peak_rss_datasketch_over_neardup" not in d.get("ratios", {}):
+        peak = d["datasketch"]["memory"]["VmHWM"] / d["neardup"]["memory"]["VmHWM"]
+        tail += f"Peak RSS (VmHWM), datasketch / neardup: {peak:.1f}×.\n"
     return head + "\n" + "\n".join(rows) + "\n" + tail
 
 

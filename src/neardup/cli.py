@@ -1,8 +1,9 @@
 """The ``neardup`` command line: a thin shell over library calls.
 
 Exit codes: 0 success; 1 unexpected error; 2 usage error or invalid parameter;
-3 bad input data; 4 I/O problem (unreadable input, existing output);
-5 memory limit; 6 leakage found (``--fail-on-leakage``, reserved).
+3 bad input data (``repair``: the tenant is damaged); 4 I/O problem (unreadable
+input, existing output); 5 memory limit; 6 leakage found (``audit
+--fail-on-leakage``); 130 and 143 a ``dedup`` stopped by SIGINT and SIGTERM.
 """
 
 from __future__ import annotations
