@@ -10,6 +10,8 @@ timings), so it is reproducible byte for byte.
 from __future__ import annotations
 
 import html
+import struct
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -20,7 +22,7 @@ from .explain import shared_shingles, shared_spans
 from .lsh import candidate_probability
 from .pipeline import DedupResult
 
-__all__ = ["render_report", "render_vector_report"]
+__all__ = ["render_report", "render_vector_report", "write_scurve_png"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -410,3 +412,50 @@ def render_vector_report(
         + ("".join(sections) or "<p class='muted'>none</p>")
         + "</body></html>\n"
     )
+
+
+def write_scurve_png(path: str, bands: int, rows: int, threshold: float) -> None:
+    """Write a small PNG (480 x 300, grey) of the S-curve of ``bands`` x ``rows``
+    with the threshold marked, drawn without any plotting library: the picture of
+    ``neardup params --png``."""
+    w, h, pad = 480, 300, 30
+    img = [[255] * w for _ in range(h)]
+
+    def dot(x: int, y: int, v: int = 0) -> None:
+        if 0 <= x < w and 0 <= y < h:
+            img[y][x] = v
+
+    for x in range(pad, w - pad):
+        dot(x, h - pad, 120)
+    for y in range(pad, h - pad):
+        dot(pad, y, 120)
+    xt = pad + round(threshold * (w - 2 * pad))
+    for y in range(pad, h - pad, 3):
+        dot(xt, y, 160)
+    prev = None
+    for x in range(pad, w - pad + 1):
+        s = (x - pad) / (w - 2 * pad)
+        y = h - pad - round(candidate_probability(min(s, 1.0), bands, rows) * (h - 2 * pad))
+        if prev is not None:
+            for yy in range(min(prev, y), max(prev, y) + 1):
+                dot(x, yy)
+                dot(x, yy + 1)
+        prev = y
+    raw = b"".join(b"\x00" + bytes(row) for row in img)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data))
+            + tag
+            + data
+            + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        )
+
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(raw, 9))
+        + chunk(b"IEND", b"")
+    )
+    with open(path, "wb") as fh:
+        fh.write(png)

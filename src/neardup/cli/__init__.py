@@ -1,0 +1,41 @@
+"""The ``neardup`` command line: a thin shell over library calls.
+
+Exit codes: 0 success; 1 unexpected error; 2 usage error or invalid parameter;
+3 bad input data (``repair``: the tenant is damaged); 4 I/O problem (unreadable
+input, existing output); 5 memory limit; 6 leakage found (``audit
+--fail-on-leakage``); 130 and 143 a ``dedup`` stopped by SIGINT and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .._launch import process_defaults
+from .common import Main
+from .dedup import compile_cmd, dedup
+from .evaluate import eval_cmd
+from .lineage import audit, split
+from .params import params
+from .service import apikey, repair, route, serve
+
+__all__ = ["main"]
+
+
+@click.group(cls=Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="neardup")
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """neardup: find exact and near duplicates, verified exactly.
+
+    Example: neardup dedup data/sample.jsonl --output out/
+    """
+    process_defaults()  # again for callers that skipped the console script
+    if ctx.invoked_subcommand != "dedup":
+        # dedup starts numba itself, once its input is being read.
+        from .._jit import start_numba
+
+        start_numba()
+
+
+for _command in (dedup, compile_cmd, params, audit, split, eval_cmd, serve, apikey, repair, route):
+    main.add_command(_command)

@@ -1,0 +1,494 @@
+"""``neardup dedup`` (text, vectors, the Ray engine) and ``neardup compile``."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .._clihelp import (
+    DEDUP_SECTIONS,
+    SectionedCommand,
+)
+from .._errors import InvalidConfig
+from .._kernel_manifest import GROUPS as KERNEL_GROUPS
+from ..config import Config
+from .common import (
+    Main,
+    Progress,
+    common_options,
+    config_from,
+    errors,
+    exit_now,
+    ready_kernels,
+    resolved_inputs,
+)
+
+if TYPE_CHECKING:
+    from ..corpus import Prefetch
+
+__all__ = ["compile_cmd", "dedup"]
+
+
+@click.command(cls=SectionedCommand, sections=DEDUP_SECTIONS)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True, help="Output folder (must not exist).")
+@click.option(
+    "--method",
+    type=click.Choice(["lsh", "exact"]),
+    default="lsh",
+    show_default=True,
+    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
+)
+@click.option(
+    "--keep",
+    type=click.Choice(["first", "longest", "shortest"]),
+    default="first",
+    show_default=True,
+    help="Which member of a cluster is kept.",
+)
+@click.option(
+    "--row-ids",
+    is_flag=True,
+    help="Ids are row numbers, even when the records have a field 'id'.",
+)
+@click.option("--against", default=None, help="Dedup against the index saved in this folder.")
+@click.option("--save-index", default=None, help="Save the index of all documents here.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@click.option("--dry-run", is_flag=True, help="Compute and print stats, write nothing.")
+@click.option("--no-report", is_flag=True, help="Skip report.html.")
+@click.option(
+    "--spill",
+    is_flag=True,
+    help="Work out of core even if the input fits (JSONL inputs; automatic when "
+    "the in-memory plan exceeds --memory-limit).",
+)
+@click.option(
+    "--work-dir",
+    default=None,
+    help="Folder for out-of-core working files (default: beside --output).",
+)
+@click.option(
+    "--rename-duplicate-ids",
+    is_flag=True,
+    help="Records sharing an id get id#2, id#3 in the outputs (with a warning) instead "
+    "of stopping the run (exit 3).",
+)
+@click.option(
+    "--vectors",
+    "vectors_field",
+    default=None,
+    metavar="FIELD",
+    help="Dedup the vectors in FIELD (a list of numbers, or an object of feature: weight) "
+    "instead of text; .npy inputs take any FIELD name.",
+)
+@click.option(
+    "--metric",
+    type=click.Choice(["cosine", "l2", "l1", "weighted_jaccard"]),
+    default="cosine",
+    show_default=True,
+    help="With --vectors: cosine (random hyperplanes; --threshold is the cosine), "
+    "l2/l1 (p-stable; --threshold is the distance radius) or weighted_jaccard "
+    "(feature bags; consistent weighted sampling).",
+)
+@click.option(
+    "--hamming-radius",
+    type=int,
+    default=None,
+    help="With --vectors --metric cosine: every pair whose --bits signatures differ in at "
+    "most this many bits is a candidate (permuted blocks).",
+)
+@click.option(
+    "--bits",
+    type=int,
+    default=256,
+    show_default=True,
+    help="Signature bits for --hamming-radius.",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local (this process), or ray (Ray Data, the ray extra): same clusters and kept set.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --engine ray: join this running Ray cluster (default: start a local one).",
+)
+@click.option(
+    "--ray-cpus",
+    type=int,
+    default=None,
+    help="With --engine ray and no --ray-address: CPUs of the local Ray (default: all).",
+)
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="With --engine ray: reuse the stages a crashed run finished in --work-dir.",
+)
+@click.option(
+    "--cc-threshold",
+    type=int,
+    default=None,
+    help="With --engine ray: most edges for driver union-find; above it, distributed "
+    "large-star/small-star components (default 20000000).",
+)
+@common_options
+def dedup(
+    inputs: tuple[str, ...],
+    output: str,
+    method: str,
+    keep: str,
+    row_ids: bool,
+    against: str | None,
+    save_index: str | None,
+    overwrite: bool,
+    dry_run: bool,
+    no_report: bool,
+    spill: bool,
+    work_dir: str | None,
+    vectors_field: str | None,
+    metric: str,
+    hamming_radius: int | None,
+    bits: int,
+    engine: str,
+    ray_address: str | None,
+    ray_cpus: int | None,
+    resume: bool,
+    cc_threshold: int | None,
+    **opts: Any,
+) -> None:
+    """Deduplicate a corpus: kept.*, duplicates.*, clusters.jsonl, stats.json, report.html.
+
+    INPUTS are JSONL (.jsonl/.json/.ndjson, optionally .gz/.zst), Parquet, CSV files, a
+    folder of .txt files, or a dataset saved with datasets' save_to_disk.
+
+    Example: neardup dedup corpus.jsonl --output out/ --threshold 0.8 --shingle word:5
+
+    Vectors (embeddings in Parquet/.npy/JSONL): neardup dedup emb.parquet --output out/
+    --vectors embedding --metric cosine --threshold 0.9
+
+    On Ray (JSONL/Parquet shards, paths or globs): neardup dedup 'shards/*.jsonl'
+    --output out/ --engine ray --ray-address auto --resume
+    """
+    if Main.standalone and sys.stderr is sys.__stderr__:
+        from ..leftovers import install_signal_handlers
+
+        install_signal_handlers()  # SIGINT/SIGTERM: remove this run's folders, exit 130/143
+    inputs = resolved_inputs(inputs)
+    from .._jit import start_numba
+
+    quiet = opts.pop("quiet")
+    if row_ids and opts["id_field"] is not None:
+        with errors():
+            raise InvalidConfig(
+                "row-ids", True, "conflicts with --id-field", "pass one of them, not both"
+            )
+    # Without --id-field or --row-ids a field "id" gives the ids (local text runs).
+    detect_id = not row_ids and opts["id_field"] is None
+    rename_ids = opts.pop("rename_duplicate_ids")
+    if rename_ids and (engine == "ray" or vectors_field is not None):
+        with errors():
+            raise InvalidConfig(
+                "rename-duplicate-ids", True, "only for text with --engine local", "drop it"
+            )
+    if engine == "ray" or vectors_field is not None:
+        start_numba()
+    if engine == "ray":
+        with errors():
+            _dedup_ray(
+                inputs,
+                output,
+                method,
+                keep,
+                against,
+                save_index,
+                overwrite,
+                dry_run,
+                spill,
+                work_dir,
+                vectors_field,
+                ray_address,
+                ray_cpus,
+                resume,
+                cc_threshold,
+                quiet,
+                opts,
+            )
+        return
+    for name, value in (
+        ("ray-address", ray_address),
+        ("ray-cpus", ray_cpus),
+        ("resume", resume or None),
+        ("cc-threshold", cc_threshold),
+    ):
+        if value is not None:
+            with errors():
+                raise InvalidConfig(name, value, "only used with --engine ray", "add --engine ray")
+    if vectors_field is not None:
+        _dedup_vectors(
+            inputs,
+            output,
+            vectors_field,
+            metric,
+            hamming_radius,
+            bits,
+            method,
+            keep,
+            against,
+            save_index,
+            spill,
+            overwrite,
+            dry_run,
+            no_report,
+            quiet,
+            opts,
+        )
+        return
+    progress = Progress(quiet)
+    with errors():
+        cfg = config_from(opts)
+    summarized = False
+
+    def summarize(stats: dict[str, Any]) -> None:
+        nonlocal summarized
+        summarized = True
+        if stats.get("id_field_fallback"):
+            click.echo(
+                f"note: ids are row numbers: {stats['id_field_fallback']} "
+                "(pass --id-field or --row-ids to choose)",
+                err=True,
+            )
+        ids = stats.get("id_field")
+        click.echo(
+            f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
+            f"duplicates {stats['exact_duplicates']}, near duplicates "
+            f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
+            f"{stats['empty']}, too large {stats['too_large']}, bad records "
+            f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
+            f"{stats['predicted_recall_at_threshold']:.4f}; ids: "
+            + (f"field {ids!r}" if ids else "row numbers")
+            + (" (detected)" if stats.get("id_field_detected") else "")
+            + ("" if dry_run else f"; wrote {output}")
+        )
+        if not progress.bars:
+            # Every output is in place: end here, before the run's memory is freed.
+            exit_now()
+
+    with errors():
+        prefetch = _prefetch(list(inputs), cfg, spill)
+    try:
+        # Loading numba and the kernels (~0.3 s) while the input is being read.
+        start_numba()
+        ready_kernels(
+            "dedup",
+            *(["dedup-index"] if save_index or against else []),
+            *(["dedup-exact"] if method == "exact" else []),
+        )
+        from ..job import run_dedup
+
+        with errors(corrupt=3):
+            stats = run_dedup(
+                list(inputs),
+                output,
+                config=cfg,
+                text_field=opts["text_field"],
+                id_field=opts["id_field"],
+                keep=keep,
+                method=method,  # type: ignore[arg-type]
+                against=against,
+                save_index=save_index,
+                skip_bad=opts["skip_bad"],
+                overwrite=overwrite,
+                dry_run=dry_run,
+                workers=opts["workers"],
+                report=not no_report,
+                progress=progress,
+                spill=spill,
+                work_dir=work_dir,
+                prefetch=prefetch,
+                on_finished=summarize,
+                detect_id=detect_id,
+                rename_duplicate_ids=rename_ids,
+            )
+    finally:
+        if prefetch is not None:
+            prefetch.close()
+    if not summarized:
+        summarize(stats)
+
+
+def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:
+    """A :class:`~neardup.corpus.Prefetch` of the inputs when the run will read them
+    whole into memory, else None."""
+    from ..corpus import Prefetch, in_memory_plan
+
+    try:
+        in_memory = not spill and in_memory_plan(inputs, cfg) <= cfg.memory_limit
+    except OSError:
+        return None  # the reader words the error
+    return Prefetch(inputs) if in_memory else None
+
+
+def _dedup_ray(
+    inputs: tuple[str, ...],
+    output: str,
+    method: str,
+    keep: str,
+    against: str | None,
+    save_index: str | None,
+    overwrite: bool,
+    dry_run: bool,
+    spill: bool,
+    work_dir: str | None,
+    vectors_field: str | None,
+    ray_address: str | None,
+    ray_cpus: int | None,
+    resume: bool,
+    cc_threshold: int | None,
+    quiet: bool,
+    opts: dict[str, Any],
+) -> None:
+    from ..ray_engine import DEFAULT_CC_THRESHOLD, run_dedup_ray
+
+    for name, value in (
+        ("method", None if method == "lsh" else method),
+        ("against", against),
+        ("save-index", save_index),
+        ("spill", spill or None),
+        ("vectors", vectors_field),
+    ):
+        if value is not None:
+            raise InvalidConfig(
+                name, value, "not available with --engine ray", "drop it or use --engine local"
+            )
+    cfg = config_from(opts)
+    stats = run_dedup_ray(
+        list(inputs),
+        output,
+        config=cfg,
+        text_field=opts["text_field"],
+        id_field=opts["id_field"],
+        keep=keep,
+        skip_bad=opts["skip_bad"],
+        overwrite=overwrite,
+        dry_run=dry_run,
+        ray_address=ray_address,
+        num_cpus=ray_cpus,
+        work_dir=work_dir,
+        resume=resume,
+        cc_threshold=DEFAULT_CC_THRESHOLD if cc_threshold is None else cc_threshold,
+        progress=Progress(quiet),
+    )
+    click.echo(
+        f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
+        f"duplicates {stats['exact_duplicates']}, near duplicates "
+        f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
+        f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
+        + ("" if dry_run else f"; wrote {output}")
+    )
+
+
+def _dedup_vectors(
+    inputs: tuple[str, ...],
+    output: str,
+    vectors_field: str,
+    metric: str,
+    hamming_radius: int | None,
+    bits: int,
+    method: str,
+    keep: str,
+    against: str | None,
+    save_index: str | None,
+    spill: bool,
+    overwrite: bool,
+    dry_run: bool,
+    no_report: bool,
+    quiet: bool,
+    opts: dict[str, Any],
+) -> None:
+    from ..vectors import VectorConfig
+    from ..vjob import run_vector_dedup
+
+    ready_kernels("vectors")
+
+    with errors():
+        for name, value, ok in (
+            ("--method", method, "lsh"),
+            ("--keep", keep, "first"),
+            ("--against", against, None),
+            ("--save-index", save_index, None),
+            ("--spill", spill, False),
+        ):
+            if value != ok:
+                raise InvalidConfig(
+                    name, value, "is not available with --vectors", f"drop {name} for vectors"
+                )
+        cfg = VectorConfig(
+            metric=metric,  # type: ignore[arg-type]
+            threshold=opts["threshold"],
+            bands=opts["bands"],
+            rows=opts["rows"],
+            hamming_radius=hamming_radius,
+            bits=bits,
+            seed=opts["seed"],
+        )
+        stats = run_vector_dedup(
+            list(inputs),
+            output,
+            vectors_field=vectors_field,
+            config=cfg,
+            id_field=opts["id_field"],
+            text_field=opts["text_field"],
+            skip_bad=opts["skip_bad"],
+            overwrite=overwrite,
+            dry_run=dry_run,
+            workers=opts["workers"],
+            report=not no_report,
+        )
+    click.echo(
+        f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
+        f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
+        f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
+        f"{stats['metric']} {stats['threshold']}: "
+        f"{stats['predicted_recall_at_threshold']:.4f}" + ("" if dry_run else f"; wrote {output}")
+    )
+
+
+@click.command("compile")
+@click.option(
+    "--group",
+    "groups",
+    multiple=True,
+    type=click.Choice(sorted(KERNEL_GROUPS)),
+    help="Kernel group to compile (repeatable) [default: all groups].",
+)
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes compiling in parallel [default: the usable cores].",
+)
+def compile_cmd(groups: tuple[str, ...], processes: int | None) -> None:
+    """Compile the kernels for this machine ahead of the first run.
+
+    The first run of each kind (text dedup, library calls, vectors, the service)
+    compiles its kernels once per machine and caches them; this does it up front,
+    for example in a container image build.  Prints what it compiled.
+
+    Example: neardup compile --group dedup --group service
+    """
+    from .._warm import compile_kernels
+
+    chosen = list(groups) or sorted(KERNEL_GROUPS)
+    with errors():
+        out = compile_kernels(
+            chosen, processes=processes, progress=lambda line: click.echo(line, err=True)
+        )
+    click.echo(
+        f"{out['kernels']} kernels of {', '.join(chosen)}: {out['missing']} compiled "
+        f"in {out['seconds']:.1f} s, the rest already cached"
+    )

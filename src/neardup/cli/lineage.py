@@ -1,0 +1,205 @@
+"""``neardup audit`` and ``neardup split``: families, leakage across splits, and
+family-aware splits.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .._clihelp import (
+    SectionedCommand,
+    audit_sections,
+    split_sections,
+)
+from .._provenance import PROVENANCE_FIELDS
+from ..config import Config
+from .common import (
+    common_options,
+    config_from,
+    errors,
+    resolved_inputs,
+)
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ["audit", "split"]
+
+
+def _provenance_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for name in reversed(PROVENANCE_FIELDS):
+        flag = "--" + name.removesuffix("_id").replace("_", "-") + "-field"
+        f = click.option(
+            flag, name + "_field", default=None, help=f"Column holding each record's {name}."
+        )(f)
+    return f
+
+
+def _fields(opts: dict[str, Any]) -> dict[str, str]:
+    return {
+        name: opts.pop(name + "_field")
+        for name in PROVENANCE_FIELDS
+        if opts.get(name + "_field") is not None
+    }
+
+
+@click.command(cls=SectionedCommand, sections=audit_sections(PROVENANCE_FIELDS))
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", default=None, help="Output folder (omit to print only).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@click.option(
+    "--method",
+    type=click.Choice(["lsh", "exact"]),
+    default="lsh",
+    show_default=True,
+    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
+)
+@click.option("--decisions", default=None, help="Reviewer decisions (JSONL) to honour.")
+@click.option(
+    "--ignore-boilerplate",
+    is_flag=True,
+    help="Drop near edges that fall below the threshold without boilerplate shingles.",
+)
+@click.option(
+    "--large-family",
+    type=int,
+    default=50,
+    show_default=True,
+    help="Flag families with at least this many members.",
+)
+@click.option(
+    "--fail-on-leakage",
+    is_flag=True,
+    help="Exit with status 6 when a family straddles two splits (a release gate).",
+)
+@_provenance_options
+@common_options
+def audit(
+    inputs: tuple[str, ...],
+    output: str | None,
+    overwrite: bool,
+    method: str,
+    decisions: str | None,
+    ignore_boilerplate: bool,
+    large_family: int,
+    fail_on_leakage: bool,
+    **opts: Any,
+) -> None:
+    """Families, cross-split leakage and review flags: families.jsonl, audit.json,
+    report.html.
+
+    Example: neardup audit data.jsonl --split-field split --label-field label -o audit/
+    """
+    inputs = resolved_inputs(inputs)
+    from ..audit import run_audit
+
+    opts.pop("quiet")  # no progress bars in audit; the summary line always prints
+    fields = _fields(opts)
+    with errors():
+        cfg = config_from(opts)
+        res = run_audit(
+            list(inputs),
+            output,
+            fields=fields,
+            config=cfg,
+            text_field=opts["text_field"],
+            id_field=opts["id_field"],
+            method=method,
+            decisions=decisions,
+            ignore_boilerplate=ignore_boilerplate,
+            large_family=large_family,
+            skip_bad=opts["skip_bad"],
+            overwrite=overwrite,
+        )
+    leak = res["leakage"]
+    click.echo(
+        f"{res['records']} records: {res['families']} families "
+        f"({res['records_in_families']} records), {res['flagged_families']} flagged; "
+        f"leaking records {leak['leaking_records']} in {leak['leaking_families']} families"
+        + "".join(f"; {k}: {v}" for k, v in leak["pairs"].items())
+        + ("" if output is None else f"; wrote {output}")
+    )
+    if fail_on_leakage and leak["leaking_records"]:
+        click.echo("error: leakage: a family straddles splits (see audit.json)", err=True)
+        sys.exit(6)
+
+
+@click.command(cls=SectionedCommand, sections=split_sections(PROVENANCE_FIELDS))
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True, help="Output folder (one file per split).")
+@click.option(
+    "--ratios",
+    default="train=0.8,valid=0.1,test=0.1",
+    show_default=True,
+    help="Split names and shares.",
+)
+@click.option("--stratify-field", default=None, help="Balance each value of this column.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@click.option(
+    "--method",
+    type=click.Choice(["lsh", "exact"]),
+    default="lsh",
+    show_default=True,
+    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
+)
+@click.option("--decisions", default=None, help="Reviewer decisions (JSONL) to honour.")
+@click.option(
+    "--ignore-boilerplate",
+    is_flag=True,
+    help="Drop near edges that fall below the threshold without boilerplate shingles.",
+)
+@_provenance_options
+@common_options
+def split(
+    inputs: tuple[str, ...],
+    output: str,
+    ratios: str,
+    stratify_field: str | None,
+    overwrite: bool,
+    method: str,
+    decisions: str | None,
+    ignore_boilerplate: bool,
+    **opts: Any,
+) -> None:
+    """Family-aware split: whole families go to one split; split.json has the ratios.
+
+    Example: neardup split data.jsonl --ratios train=0.8,valid=0.1,test=0.1 --seed 7 -o out/
+    """
+    inputs = resolved_inputs(inputs)
+    import dataclasses
+
+    from ..audit import parse_ratios, run_split
+
+    opts.pop("quiet")  # no progress bars in split; the summary line always prints
+    fields = _fields(opts)
+    with errors():
+        cfg = config_from(opts)
+        split_seed = cfg.seed
+        # --seed draws the assignment; the families must not depend on it, so the
+        # hash functions keep their default seed.
+        cfg = dataclasses.replace(cfg, seed=Config().seed)
+        rep = run_split(
+            list(inputs),
+            output,
+            ratios=parse_ratios(ratios),
+            seed=split_seed,
+            fields=fields,
+            stratify_field=stratify_field,
+            config=cfg,
+            text_field=opts["text_field"],
+            id_field=opts["id_field"],
+            method=method,
+            decisions=decisions,
+            ignore_boilerplate=ignore_boilerplate,
+            skip_bad=opts["skip_bad"],
+            overwrite=overwrite,
+        )
+    click.echo(
+        "achieved "
+        + ", ".join(f"{k}={v:.4f}" for k, v in rep["achieved"].items())
+        + f" over {rep['families']} families (largest {rep['largest_family']}); wrote {output}"
+    )
