@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import mmap
 import os
 from types import TracebackType
@@ -143,6 +142,8 @@ class SequentialWriter:
             raise NeardupIOError(self._path, exc) from exc
 
     def _buffered(self) -> None:
+        import fcntl  # only reached after O_DIRECT, which only Linux has
+
         flags = fcntl.fcntl(self._fd, fcntl.F_GETFL)
         fcntl.fcntl(self._fd, fcntl.F_SETFL, flags & ~getattr(os, "O_DIRECT", 0))
         self._direct = False

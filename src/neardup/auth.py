@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import json
@@ -35,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import CorruptFile, Forbidden, InvalidConfig, NeardupIOError, Unauthorized
+from ._posix import require_file_locks
 from .persist import atomic_write
 
 __all__ = ["AuditLog", "Keyring", "Principal", "Role", "file_lock"]
@@ -80,6 +80,7 @@ def file_lock(path: str) -> Iterator[None]:
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc
     try:
+        fcntl = require_file_locks("the service's key file")
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:

@@ -890,10 +890,13 @@ def _plain_pages(size: int, populate: bool = False) -> npt.NDArray[np.uint8]:
 
     numpy advises huge pages for large arrays, and with the usual ``defrag=madvise``
     setting their first touch compacts memory synchronously (see
-    :func:`neardup.job._without_numpy_hugepages`, which cannot cover a read that
-    starts before the job)."""
+    :func:`neardup.job.batch_process_tuning`, which cannot cover a read that
+    starts before the job).  Where anonymous mappings are missing (Windows), a
+    plain zeroed numpy array."""
     if size == 0:
         return np.empty(0, dtype=np.uint8)
+    if not hasattr(mmap, "MAP_ANONYMOUS"):
+        return np.zeros(size, dtype=np.uint8)
     flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     if populate:
         flags |= getattr(mmap, "MAP_POPULATE", 0)

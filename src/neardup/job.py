@@ -31,18 +31,18 @@ import gc
 import json
 import math
 import os
-import resource
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from ._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
+from ._posix import peak_rss_bytes
 from .cluster import Cluster
 from .config import Config
 from .corpus import (
@@ -71,7 +71,14 @@ from .leftovers import (
 )
 from .pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
 
-__all__ = ["check_output", "check_writable", "prepare_output", "run_dedup", "set_workers"]
+__all__ = [
+    "batch_process_tuning",
+    "check_output",
+    "check_writable",
+    "prepare_output",
+    "run_dedup",
+    "set_workers",
+]
 
 INDEX_FILE = "index.ndx"
 
@@ -272,32 +279,6 @@ def _feeder(cfg: Config, key: HashKey | None, inputs: Sequence[str]) -> HashFeed
     return HashFeeder(cfg, key, scheme, capacity=input_bytes(inputs))
 
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
-
-def _without_cyclic_gc(fn: Callable[_P, _T]) -> Callable[_P, _T]:
-    """Run ``fn`` with Python's cyclic garbage collector paused (restored after).
-
-    A batch run allocates millions of container objects (parsed records, ids,
-    origins, edges) and creates no reference cycles of note; the collector's
-    repeated full passes over them took ~5 % of a run's CPU samples (perf).
-    Reference counting still frees everything as usual.
-    """
-
-    @functools.wraps(fn)
-    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return paused
-
-
 def _numpy_hugepage_switch() -> Callable[[bool], bool] | None:
     # numpy 2 moved its private core module; the switch exists on Linux builds only.
     for mod in ("numpy._core.multiarray", "numpy.core.multiarray"):
@@ -311,32 +292,38 @@ def _numpy_hugepage_switch() -> Callable[[bool], bool] | None:
     return None
 
 
-def _without_numpy_hugepages(fn: Callable[_P, _T]) -> Callable[_P, _T]:
-    """Run ``fn`` with numpy's transparent-huge-page advice off (restored after).
+@contextlib.contextmanager
+def batch_process_tuning() -> Iterator[None]:
+    """Process-wide settings a large batch run is fastest with, restored on exit.
 
-    numpy asks the kernel for huge pages on every large array.  With the usual
-    ``defrag=madvise`` setting the kernel then compacts memory synchronously on
-    the first touch of each 2 MiB page; after the reading stage has fragmented
-    memory this cost more system time than the kernels' own work (measured on
-    313k documents: signatures 1.12 s -> 0.32 s, band keys 0.34 s -> 0.07 s,
-    with 1.5 s of system time gone).  Results do not depend on it.
+    Opt-in, for programs that own their process (``neardup dedup`` runs every job
+    inside it); :func:`run_dedup` itself changes nothing process-wide.  Results do
+    not depend on it.  Inside the block:
+
+    * Python's cyclic garbage collector is paused.  A batch run allocates millions
+      of container objects (records, ids, edges) and makes no reference cycles of
+      note; reference counting still frees everything.
+    * numpy's transparent-huge-page advice is off.  With the kernel's usual
+      ``defrag=madvise`` setting, huge pages are compacted synchronously on first
+      touch, which after the reading stage cost more system time than the kernels'
+      own work (see benchmarks/README.md).
+
+    >>> with batch_process_tuning():
+    ...     pass
     """
+    switch = _numpy_hugepage_switch()
+    previous = switch(False) if switch is not None else None
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        if switch is not None and previous is not None:
+            switch(previous)
 
-    @functools.wraps(fn)
-    def plain_pages(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        switch = _numpy_hugepage_switch()
-        previous = switch(False) if switch is not None else None
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if switch is not None and previous is not None:
-                switch(previous)
 
-    return plain_pages
-
-
-@_without_numpy_hugepages
-@_without_cyclic_gc
 def run_dedup(
     inputs: Sequence[str],
     output: str,
@@ -544,13 +531,13 @@ def _stats(
     ]
     st["timings_s"] = {"read": round(read_s, 6), **st["timings_s"]}
     st["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
-    st["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    st["peak_memory_bytes"] = peak_rss_bytes()
     return st
 
 
 def _finish(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
     stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
-    stats["peak_memory_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    stats["peak_memory_bytes"] = peak_rss_bytes()
     path = os.path.join(tmp, "stats.json")
     with _writing(path), open(path, "w", encoding="utf-8") as fh:
         json.dump(stats, fh, indent=2, sort_keys=True)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
@@ -36,6 +35,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from types import FrameType
+
+from ._posix import file_locks
 
 __all__ = [
     "OWNER_FILE",
@@ -94,8 +95,10 @@ def _claim(path: str, what: str) -> None:
     # owner file that is already locked.
     new = os.path.join(path, OWNER_FILE + ".new")
     fd = os.open(new, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fcntl = file_locks()
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        if fcntl is not None:  # else no lock: sweep() then removes nothing
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.write(fd, json.dumps(_owner_record()).encode() + b"\n")
         os.rename(new, os.path.join(path, OWNER_FILE))
     except BaseException:
@@ -195,6 +198,7 @@ def sweep(parent: str, say: Callable[[str], None] = _say) -> list[str]:
         return []
     removed: list[str] = []
     here = socket.gethostname()
+    fcntl = file_locks()
     for name in names:
         if not name.startswith(PREFIXES):
             continue
@@ -209,6 +213,13 @@ def sweep(parent: str, say: Callable[[str], None] = _say) -> list[str]:
         except OSError:
             continue
         try:
+            if fcntl is None:
+                say(
+                    f"neardup: left {path} ({_human(_size(path))}): without POSIX file "
+                    "locks this platform cannot tell whether its run is alive; delete it "
+                    "if no neardup run is using it"
+                )
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:

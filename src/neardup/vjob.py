@@ -503,7 +503,7 @@ def _stats(
     read_s: float,
     t_start: float,
 ) -> dict[str, Any]:
-    import resource
+    from ._posix import peak_rss_bytes
 
     rs = dict(result.stats)
     timings = rs.pop("timings")
@@ -537,7 +537,7 @@ def _stats(
             **{k: round(v, 6) for k, v in timings.items()},
             "total": round(time.perf_counter() - t_start, 6),
         },
-        "peak_memory_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_memory_bytes": peak_rss_bytes(),
     }
 
 

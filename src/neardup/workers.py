@@ -48,7 +48,6 @@ import contextlib
 import ctypes
 import dataclasses
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -64,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import CorruptFile, NeardupError, NotFound, TenantUnavailable
+from ._posix import require_file_locks
 from .auth import Keyring, Principal
 from .migration import is_tenant_root
 from .persist import atomic_write
@@ -205,6 +205,7 @@ class ShardService(Service):
         if name in self._held:
             return
         path = os.path.join(self.config.data_dir, ".locks", f"{name}.lock")
+        fcntl = require_file_locks("serving a tenant from worker processes")
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         deadline = time.monotonic() + self.lock_timeout
         while True:

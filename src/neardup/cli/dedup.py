@@ -288,9 +288,9 @@ def dedup(
             *(["dedup-index"] if save_index or against else []),
             *(["dedup-exact"] if method == "exact" else []),
         )
-        from ..job import run_dedup
+        from ..job import batch_process_tuning, run_dedup
 
-        with errors(corrupt=3):
+        with errors(corrupt=3), batch_process_tuning():
             stats = run_dedup(
                 list(inputs),
                 output,
