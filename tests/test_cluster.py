@@ -6,7 +6,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup import Edge, InvalidConfig, build_clusters
-from neardup.cluster import UnionFind
 
 
 @given(
@@ -40,15 +39,6 @@ def test_components_match_a_graph_search(n: int, pairs: list[tuple[int, int]]) -
     assert [c.members for c in clusters] == comps
     assert all(c.representative == c.members[0] for c in clusters)
     assert sum(len(c.edges) for c in clusters) == len(edges)
-
-
-def test_union_find_roots_are_smallest() -> None:
-    uf = UnionFind(6)
-    uf.union(5, 3)
-    uf.union(3, 4)
-    uf.union(1, 0)
-    assert uf.roots().tolist() == [0, 0, 2, 3, 3, 3]
-    assert not uf.union(4, 5)
 
 
 def test_representative_rules_and_errors() -> None:

@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.cluster import UnionFind
 from neardup.components import (
     large_star_emit,
     large_star_reduce,
@@ -21,12 +20,18 @@ from neardup.components import (
 
 
 def _reference(u: list[int], v: list[int]) -> dict[int, int]:
-    n = max([*u, *v], default=-1) + 1
-    uf = UnionFind(n)
-    for a, b in zip(u, v, strict=True):
-        uf.union(a, b)
-    roots = uf.roots()
-    return {x: int(roots[x]) for x in set(u) | set(v)}
+    """Each node's component minimum by relaxing labels along edges until stable
+    (labels only decrease, so this ends)."""
+    label = {x: x for x in set(u) | set(v)}
+    changed = True
+    while changed:
+        changed = False
+        for a, b in zip(u, v, strict=True):
+            m = min(label[a], label[b])
+            if label[a] != m or label[b] != m:
+                label[a] = label[b] = m
+                changed = True
+    return label
 
 
 edges = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), min_size=0, max_size=120)
@@ -79,12 +84,19 @@ def test_spanning_forest_is_kruskal(seed: int) -> None:
     b = rng.integers(0, 30, 80).astype(np.int64)
     order = rng.permutation(80).astype(np.int64)
     keep = spanning_forest(a, b, order)
-    uf = UnionFind(30)
+    # Kruskal by hand: an edge is kept iff its ends are not yet connected by the
+    # edges kept before it (connectivity by the reference labels).
     expect = np.zeros(80, dtype=bool)
+    ku: list[int] = []
+    kv: list[int] = []
     for i in order.tolist():
-        expect[i] = uf.union(int(a[i]), int(b[i]))
+        x, y = int(a[i]), int(b[i])
+        labels = _reference([*ku, x, y], [*kv, x, y])
+        if labels[x] != labels[y]:
+            expect[i] = True
+            ku.append(x)
+            kv.append(y)
     assert np.array_equal(keep, expect)
     # A forest: as many edges as nodes minus components.
-    nodes = set(a.tolist()) | set(b.tolist())
-    comps = len({uf.find(x) for x in nodes})
-    assert int(keep.sum()) == len(nodes) - comps
+    labels = _reference(a.tolist(), b.tolist())
+    assert int(keep.sum()) == len(labels) - len(set(labels.values()))

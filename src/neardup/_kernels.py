@@ -21,6 +21,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 from numba.typed import Dict
 
+from . import _unionfind as UF
+
 U64 = np.uint64
 U32MAX = np.uint64(0xFFFFFFFF)
 
@@ -827,40 +829,6 @@ def _row_matches(sig, a, b):
 
 
 @njit(cache=True)
-def _find(parent, x):
-    while parent[x] != x:
-        parent[x] = parent[parent[x]]
-        x = parent[x]
-    return x
-
-
-@njit(cache=True)
-def _union(parent, a, b):
-    ra = _find(parent, a)
-    rb = _find(parent, b)
-    if ra == rb:
-        return False
-    # The smaller index becomes the root so that roots are deterministic.
-    if ra < rb:
-        parent[rb] = ra
-    else:
-        parent[ra] = rb
-    return True
-
-
-@njit(cache=True)
-def component_roots(n, a, b):
-    """Root of each of ``n`` items after joining ``a[i]`` with ``b[i]`` for every
-    ``i``: the smallest index of its connected component."""
-    parent = np.arange(n, dtype=np.int64)
-    for i in range(a.shape[0]):
-        _union(parent, a[i], b[i])
-    for x in range(n):
-        parent[x] = _find(parent, x)
-    return parent
-
-
-@njit(cache=True)
 def _grow(arr, need):
     if need <= arr.shape[0]:
         return arr
@@ -1059,7 +1027,7 @@ def _join_runs(
                     i = np.int64(runs[ii, bnd] & _RUN_DOC)
                     a = i if i < j else j
                     b = j if i < j else i
-                    if mode == MODE_FOREST and _find(parent, a) == _find(parent, b):
+                    if mode == MODE_FOREST and UF.find(parent, a) == UF.find(parent, b):
                         skipped += 1
                         continue
                     pk = np.int64(a) * np.int64(n) + np.int64(b)
@@ -1090,7 +1058,7 @@ def _join_runs(
                             # that fail exact verification never need one.
                             matches = _row_matches(sig, a, b)
                         if mode != MODE_CANDIDATES:
-                            _union(parent, a, b)
+                            UF.union(parent, a, b)
                         if ne >= ea.shape[0]:
                             ea = _grow(ea, ne + 1)
                             eb = _grow(eb, ne + 1)

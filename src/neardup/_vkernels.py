@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._kernels import _find, _grow, _hash, _union, argsort_keys, fmix64
+from . import _unionfind as UF
+from ._kernels import _grow, _hash, argsort_keys, fmix64
 
 U64 = np.uint64
 _P1 = np.uint64(11400714785074694791)
@@ -345,7 +346,7 @@ def vector_band_join(
                     i = order[ii]
                     a = i if i < j else j
                     b = j if i < j else i
-                    if mode == MODE_FOREST and _find(parent, a) == _find(parent, b):
+                    if mode == MODE_FOREST and UF.find(parent, a) == UF.find(parent, b):
                         skipped += 1
                         continue
                     pk = np.int64(a) * np.int64(n) + np.int64(b)
@@ -375,7 +376,7 @@ def vector_band_join(
                         continue
                     if mode == MODE_ALL_EDGES:
                         seen[pk] = np.int8(1)
-                    _union(parent, a, b)
+                    UF.union(parent, a, b)
                     if ne >= ea.shape[0]:
                         ea = _grow(ea, ne + 1)
                         eb = _grow(eb, ne + 1)

@@ -2,9 +2,9 @@
 
 Two ways to label the connected components of an edge list (``u``, ``v``):
 
-* :func:`union_find_labels` — a compiled union-find over all edges at once: the
-  fast path when the edges fit in one process's memory (16 bytes an edge plus 8
-  bytes a node).
+* :func:`union_find_labels` — neardup's one union-find (:mod:`neardup._unionfind`)
+  over all edges at once: the fast path when the edges fit in one process's memory
+  (16 bytes an edge plus 8 bytes a node).
 * :func:`star_components` — the large-star / small-star algorithm (Kiveris et al.,
   "Connected Components in MapReduce and Beyond", SoCC 2014).  Each step is a
   *map* (:func:`large_star_emit`, :func:`small_star_emit`: re-key every edge by
@@ -34,9 +34,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
 
-from . import _kernels as K
+from . import _unionfind as UF
 
 __all__ = [
     "edge_digest",
@@ -181,30 +180,14 @@ def star_components(u: I64, v: I64, *, max_rounds: int = 200) -> tuple[I64, I64]
     return nodes_all, out
 
 
-@njit(cache=True)
-def _union_all(parent, u, v):  # type: ignore[no-untyped-def]
-    for i in range(u.shape[0]):
-        K._union(parent, u[i], v[i])
-    for i in range(parent.shape[0]):
-        parent[i] = K._find(parent, i)
-
-
 def union_find_labels(u: I64, v: I64) -> tuple[I64, I64]:
     """Same result as :func:`star_components` by one compiled union-find pass."""
     u = np.asarray(u, dtype=np.int64)
     v = np.asarray(v, dtype=np.int64)
     nodes, iu, iv = _compact(u, v)
-    parent = np.arange(nodes.size, dtype=np.int64)
-    if nodes.size:
-        _union_all(parent, iu, iv)
-    return nodes, nodes[parent]
-
-
-@njit(cache=True)
-def _kruskal(parent, a, b, order, keep):  # type: ignore[no-untyped-def]
-    for t in range(order.shape[0]):
-        i = order[t]
-        keep[i] = K._union(parent, a[i], b[i])
+    if not nodes.size:
+        return nodes, nodes.copy()
+    return nodes, nodes[UF.component_roots(nodes.size, iu, iv)]
 
 
 def spanning_forest(a: I64, b: I64, order: I64) -> npt.NDArray[np.bool_]:
@@ -215,5 +198,5 @@ def spanning_forest(a: I64, b: I64, order: I64) -> npt.NDArray[np.bool_]:
     parent = np.arange(nodes.size, dtype=np.int64)
     keep = np.zeros(a.shape[0], dtype=np.bool_)
     if a.size:
-        _kruskal(parent, ia, ib, order, keep)
+        UF.kruskal(parent, ia, ib, order, keep)
     return keep

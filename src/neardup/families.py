@@ -59,7 +59,7 @@ import numpy.typing as npt
 
 from ._errors import InputError, InvalidConfig
 from ._provenance import PROVENANCE_FIELDS
-from .cluster import UnionFind
+from ._unionfind import UnionFind
 from .config import Config
 from .explain import spans_for_pairs
 from .hashing import HashKey

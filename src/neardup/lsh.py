@@ -40,7 +40,8 @@ import numpy.typing as npt
 
 from . import _kernels as K
 from ._errors import InvalidConfig, NoFeasibleParameters
-from .cluster import Cluster, Edge, UnionFind, build_clusters
+from ._unionfind import UnionFind
+from .cluster import Cluster, Edge, build_clusters
 from .hashing import SchemeDescriptor
 from .minhash import Signature, SignatureSet
 

@@ -47,6 +47,7 @@ import numpy.typing as npt
 from numba import get_num_threads, set_num_threads
 
 from . import _kernels as K
+from . import _unionfind as UF
 from ._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, MemoryLimitExceeded
 from .cluster import KEEP_RULES, Cluster, Edge, build_clusters
 from .config import HASH_CHUNK_BYTES, Config, scratch_bytes
@@ -899,8 +900,12 @@ def dedup_sets(
     parent = np.arange(n, dtype=np.int64)
     # Seed the union-find with the earlier run's clusters so that pairs already
     # joined are not verified again.
-    for e in prior_edges:
-        _uf_union(parent, e.a, e.b)
+    if prior_edges:
+        UF.union_edges(
+            parent,
+            np.array([e.a for e in prior_edges], dtype=np.int64),
+            np.array([e.b for e in prior_edges], dtype=np.int64),
+        )
     sigs: SignatureSet | None = None
     if callable(new_sigs):
         new_sigs = new_sigs()
@@ -979,15 +984,20 @@ def dedup_sets(
         sub = sets.take(active)
         pairs = allpairs_join(sub, cfg.threshold)
         counters.update(candidate_pairs=len(pairs), verified_pairs=len(pairs))
-        for a, b, inter, union in zip(
-            pairs.a.tolist(),
-            pairs.b.tolist(),
+        pa, pb = active[pairs.a], active[pairs.b]
+        kept = np.ones(len(pairs), dtype=np.bool_)
+        if edges == "forest" and len(pairs):
+            # Pairs in their given order, each kept iff it joins two components.
+            UF.kruskal(parent, pa, pb, np.arange(len(pairs), dtype=np.int64), kept)
+        for ga, gb, inter, union, keep_it in zip(
+            pa.tolist(),
+            pb.tolist(),
             pairs.intersection.tolist(),
             pairs.union.tolist(),
+            kept.tolist(),
             strict=True,
         ):
-            ga, gb = int(active[a]), int(active[b])
-            if edges == "forest" and not _uf_union(parent, ga, gb):
+            if not keep_it:
                 continue
             near_edges.append(
                 Edge(
@@ -1063,10 +1073,6 @@ def dedup_sets(
         n_prior=n_prior,
         config=cfg.result_fields(),
     )
-
-
-def _uf_union(parent: npt.NDArray[np.int64], a: int, b: int) -> bool:
-    return bool(K._union(parent, a, b))
 
 
 @dataclass(frozen=True, slots=True)

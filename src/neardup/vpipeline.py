@@ -34,9 +34,9 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _kernels as K
+from . import _unionfind as UF
 from . import _vkernels as V
 from ._errors import InvalidConfig, ZeroVector
-from .cluster import UnionFind
 from .hamming import BitBands, code_band_keys
 from .hashing import HashKey
 from .vectors import (
@@ -419,9 +419,7 @@ def find_vector_duplicates(
 def _clusters(
     n: int, parent: npt.NDArray[np.int64], edges: list[VectorEdge]
 ) -> tuple[list[VectorCluster], npt.NDArray[np.int64]]:
-    uf = UnionFind(n)
-    uf.parent = parent
-    roots = uf.roots()  # the root of a component is its smallest member
+    roots = UF.roots(parent)  # the root of a component is its smallest member
     if not edges:
         return [], roots
     touched = np.flatnonzero(roots != np.arange(n))
