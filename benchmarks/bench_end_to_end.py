@@ -453,7 +453,7 @@ def time_pipelines(names: list[str], inp: Path, work: Path, repeats: int, n_docs
 
 def neardup_sets(texts: list[str]) -> Any:
     from neardup import Config, ShingleSpec
-    from neardup.hashing import hash_documents
+    from neardup.text.hashing import hash_documents
 
     cfg = Config(threshold=THRESHOLD, shingle=ShingleSpec(kind="word", k=5), num_perm=NUM_PERM,
                  seed=SEED)
@@ -466,7 +466,7 @@ def python_sets(texts: list[str]) -> Any:
     import numpy as np
 
     from neardup import Config, ShingleSets
-    from neardup.hashing import SchemeDescriptor
+    from neardup.text.hashing import SchemeDescriptor
 
     n = len(texts)
     parts: list[Any] = []

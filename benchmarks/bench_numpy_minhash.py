@@ -1,7 +1,7 @@
 """A numpy-only k-permutation MinHash vs neardup's numba kernel, on the same hashed sets.
 
 Why numba is a dependency: this is the best plain-numpy implementation of the very
-same signatures — the same permutation family (``neardup.minhash.permutation_params``:
+same signatures — the same permutation family (``neardup.sketch.minhash.permutation_params``:
 row ``p`` is ``((a[p] * x + b[p]) mod 2**64) >> 32`` in uint64 wrap-around
 arithmetic), the minimum per document by ``np.minimum.reduceat`` over the CSR
 ``ShingleSets.indptr``, documents processed in chunks of at most ``--chunk`` /
@@ -121,7 +121,7 @@ def numpy_minhash_per_perm(data: npt.NDArray[np.uint64], indptr: npt.NDArray[np.
 def load_sets(n_docs: int) -> dict[str, Any]:
     import neardup
     from neardup import Config, ShingleSpec
-    from neardup.hashing import hash_documents
+    from neardup.text.hashing import hash_documents
 
     cfg = Config(shingle=ShingleSpec(kind="word", k=5), num_perm=NUM_PERM, seed=SEED)
     corpora = {
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     import numba
 
     from neardup import MinHasher
-    from neardup.minhash import permutation_params
+    from neardup.sketch.minhash import permutation_params
 
     t_start = time.perf_counter()
     loaded = load_sets(a.docs)

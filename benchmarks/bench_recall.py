@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
             return rc
     import neardup
     from neardup import Config, ShingleSpec, allpairs_join
-    from neardup.hashing import hash_documents
+    from neardup.text.hashing import hash_documents
 
     t_start = time.perf_counter()
     base = neardup.stdlib_paragraphs(limit=a.base)

@@ -346,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         plant_near_duplicates,
         synthetic_documents,
     )
-    from neardup.service import Service, ServiceConfig
+    from neardup.service.manager import Service, ServiceConfig
 
     results: dict[str, Any] = {
         "benchmark": "service",
@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         pre_file = work / "preload.json"
         if a.reuse and data.exists():
-            from neardup.auth import Keyring
+            from neardup.service.auth import Keyring
 
             ring = Keyring.load(scfg.keys_file)
             prod_token = ring.add("producer", ["t1"])

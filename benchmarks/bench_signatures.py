@@ -89,7 +89,7 @@ def corpus_info(texts: list[str], lists: list[list[str]]) -> dict[str, Any]:
 
 def neardup_methods(texts: list[str]) -> dict[str, tuple[Method, dict[str, Any]]]:
     from neardup import Config, MinHasher, ShingleSpec
-    from neardup.hashing import hash_documents
+    from neardup.text.hashing import hash_documents
 
     spec = ShingleSpec(kind="word", k=5)
     cfg = Config(shingle=spec, num_perm=NUM_PERM, seed=SEED)

@@ -197,7 +197,7 @@ def inprocess(data: Path, kind: str, mode: str, n: int) -> dict[str, Any]:
     import cProfile
     import pstats
 
-    from neardup.service import Service, ServiceConfig
+    from neardup.service.manager import Service, ServiceConfig
 
     info = json.loads((data / "build.json").read_text())
     tenant = info["tenants"][0]

@@ -73,10 +73,10 @@ def documents(start: int, stop: int) -> list[str]:
 
 def _prepare_batch(tenant: Any, texts: list[str]) -> list[Any]:
     """``Tenant.prepare`` for many texts at once (same features and band keys)."""
-    from neardup.hashing import _hash_encoded
-    from neardup.normalize import EncodedTexts, _encode
-    from neardup.online import fold_keys
-    from neardup.tenant import Prepared
+    from neardup.service.online import fold_keys
+    from neardup.service.tenant import Prepared
+    from neardup.text.hashing import _hash_encoded
+    from neardup.text.normalize import EncodedTexts, _encode
 
     norm = [tenant._norm(t) for t in texts]
     sets = _hash_encoded(
@@ -91,7 +91,7 @@ def _prepare_batch(tenant: Any, texts: list[str]) -> list[Any]:
 
 def build(items: int, tenants: int, root: Path = ROOT, batch: int = 20_000) -> Path:
     """Build ``root/<items>x<tenants>`` unless a finished build is there; returns it."""
-    from neardup.service import Service, ServiceConfig
+    from neardup.service.manager import Service, ServiceConfig
 
     work = root / folder_name(items, tenants)
     info_file = work / "build.json"

@@ -1,6 +1,6 @@
 """Write the service's JSON Schemas and OpenAPI document to docs/schemas/.
 
-Run after changing ``neardup.schemas``; tests/test_schemas.py checks they are in sync.
+Run after changing ``neardup.service.schemas``; tests/service/test_schemas.py checks they are in sync.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from neardup.schemas import SCHEMAS, openapi
+from neardup.service.schemas import SCHEMAS, openapi
 
 ROOT = Path(__file__).resolve().parents[1]
 

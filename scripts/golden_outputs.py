@@ -8,7 +8,7 @@ digests:
     python scripts/golden_outputs.py --write tests/golden/outputs.json  # record
     python scripts/golden_outputs.py --check tests/golden/outputs.json  # compare
 
-``tests/test_golden_outputs.py`` runs the check against the committed digests.
+``tests/batch/test_golden_outputs.py`` runs the check against the committed digests.
 The same works on any corpus (a benchmark corpus, your own data): record with the
 old version, check with the new one::
 

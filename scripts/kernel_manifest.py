@@ -1,10 +1,10 @@
-"""Regenerate ``src/neardup/_kernel_manifest.py``: the compiled kernels (and their
+"""Regenerate ``src/neardup/kernels/_kernel_manifest.py``: the compiled kernels (and their
 argument types) that each kind of run calls, with their compile times.
 
 Each workload runs in a fresh process against a copy of ``src/neardup`` without
 any numba cache, with a hook on numba's dispatch from Python: every kernel called
 from Python with new argument types is recorded once, with how long it took to
-compile.  ``neardup._warm`` compiles the entries of a run's groups in parallel
+compile.  ``neardup.kernels._warm`` compiles the entries of a run's groups in parallel
 before the run starts.  Run this after changing a kernel's signature, or the
 types a caller passes (a test checks that the manifest names existing kernels
 and that a first vector and text run compile nothing beyond it):
@@ -88,8 +88,8 @@ for metric, t in (("cosine", "0.9"), ("l2", "0.5")):
 """,
     "service": """
 import os
-from neardup._crypto import MasterSecret
-from neardup.tenant import Tenant, TenantConfig
+from neardup.service._crypto import MasterSecret
+from neardup.service.tenant import Tenant, TenantConfig
 t = Tenant.create(os.path.join(TMP, "t"), "t", TenantConfig(), MasterSecret(b"k" * 32))
 base = "the quick brown fox jumps over the lazy dog while the cat sleeps on the mat"
 for i in range(20):
@@ -132,9 +132,9 @@ def _hook(self, *args, **kws):
                 continue
             RECORDS.append([f.__module__, f.__qualname__, specs, round(dt, 2)])
 Dispatcher._compile_for_args = _hook
-import neardup._warm
+import neardup.kernels._warm
 # Record what the run itself compiles: no compiling ahead in worker processes.
-neardup._warm.compile_kernels = lambda *a, **k: {}
+neardup.kernels._warm.compile_kernels = lambda *a, **k: {}
 """
 
 
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(argv if argv is not None else sys.argv[1:])
     groups: dict[str, list[Any]] = {}
     if only:
-        from neardup._kernel_manifest import GROUPS
+        from neardup.kernels._kernel_manifest import GROUPS
 
         groups = {g: list(es) for g, es in GROUPS.items() if g not in only}
     for group, code in WORKLOADS.items():

@@ -24,10 +24,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = [
-    "tests/test_fuzz_http.py::test_schemathesis_finds_no_5xx_and_no_schema_violation",
-    "tests/test_service_model.py",
-    "tests/test_fault_injection.py",
-    "tests/test_storage_faults.py",
+    "tests/service/test_fuzz_http.py::test_schemathesis_finds_no_5xx_and_no_schema_violation",
+    "tests/service/test_service_model.py",
+    "tests/service/test_fault_injection.py",
+    "tests/service/test_storage_faults.py",
 ]
 BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
 

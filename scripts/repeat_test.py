@@ -5,7 +5,7 @@ which starts a server with a fresh random master secret every time) must pass ev
 time; this is the check.  Usage::
 
     .venv/bin/python scripts/repeat_test.py \\
-        tests/test_server.py::test_seed_demonstration_over_http --runs 200 \\
+        tests/service/test_server.py::test_seed_demonstration_over_http --runs 200 \\
         --out benchmarks/results/repeat_seed_demonstration.json
 
 Exits 1 if any run failed.

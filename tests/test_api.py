@@ -154,44 +154,44 @@ def test_every_exception_is_in_one_tree() -> None:
 @pytest.mark.parametrize(
     "module",
     [
-        "neardup.normalize",
-        "neardup.hashing",
-        "neardup.minhash",
-        "neardup.lsh",
-        "neardup.verify",
-        "neardup.cluster",
-        "neardup.screen",
-        "neardup.oracle",
-        "neardup.pipeline",
-        "neardup.persist",
-        "neardup.config",
-        "neardup.synth",
-        "neardup.corpus",
-        "neardup.external",
-        "neardup.job",
-        "neardup.report",
-        "neardup.explain",
-        "neardup.evaluate",
-        "neardup.stream",
+        "neardup.text.normalize",
+        "neardup.text.hashing",
+        "neardup.sketch.minhash",
+        "neardup.sketch.lsh",
+        "neardup.verify.exact",
+        "neardup.graph.cluster",
+        "neardup.sketch.screen",
+        "neardup.verify.oracle",
+        "neardup.batch.pipeline",
+        "neardup.core.persist",
+        "neardup.core.config",
+        "neardup.io.synth",
+        "neardup.io.corpus",
+        "neardup.batch.external",
+        "neardup.batch.job",
+        "neardup.batch.report",
+        "neardup.verify.explain",
+        "neardup.batch.evaluate",
+        "neardup.batch.stream",
         "neardup.cli",
-        "neardup.vectors",
-        "neardup.hamming",
-        "neardup.vpipeline",
-        "neardup.vjob",
-        "neardup.families",
-        "neardup.audit",
-        "neardup.online",
-        "neardup.cmdlog",
-        "neardup.store",
-        "neardup.auth",
-        "neardup.tenant",
-        "neardup.service",
-        "neardup.server",
-        "neardup.schemas",
-        "neardup.router",
-        "neardup.feedback",
-        "neardup.components",
-        "neardup.ray_engine",
+        "neardup.vectors.sketches",
+        "neardup.vectors.hamming",
+        "neardup.vectors.vpipeline",
+        "neardup.batch.vjob",
+        "neardup.lineage.families",
+        "neardup.lineage.audit",
+        "neardup.service.online",
+        "neardup.service.cmdlog",
+        "neardup.service.store",
+        "neardup.service.auth",
+        "neardup.service.tenant",
+        "neardup.service.manager",
+        "neardup.service.server",
+        "neardup.service.schemas",
+        "neardup.service.router",
+        "neardup.service.feedback",
+        "neardup.graph.components",
+        "neardup.engines.ray_engine",
     ],
 )
 def test_stage_modules_declare_all(module: str) -> None:
@@ -230,7 +230,7 @@ def test_command_line_imports_no_compiled_kernels() -> None:
 
     code = (
         "import neardup.cli, sys; "
-        "print('numba' in sys.modules, 'neardup._kernels' in sys.modules)"
+        "print('numba' in sys.modules, 'neardup.kernels._kernels' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
@@ -261,7 +261,8 @@ def test_start_numba_leaves_the_probed_packages_unloaded_but_importable() -> Non
     import sys
 
     code = (
-        "import sys, importlib.util as u; from neardup._jit import start_numba; start_numba(); "
+        "import sys, importlib.util as u; "
+        "from neardup.kernels._jit import start_numba; start_numba(); "
         "mods = ('scipy.linalg', 'cffi', 'yaml'); "
         "print('numba' in sys.modules, any(sys.modules.get(m) is not None for m in mods), "
         "all(m not in sys.modules for m in mods))"
@@ -272,7 +273,7 @@ def test_start_numba_leaves_the_probed_packages_unloaded_but_importable() -> Non
 
 _FAST_LOAD_SCRIPT = """
 import sys
-from neardup._jit import start_numba
+from neardup.kernels._jit import start_numba
 start_numba()
 from neardup import Config, find_duplicates
 base = "the quick brown fox jumps over the lazy dog near the river bank today "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._errors import (
+from neardup.core._errors import (
     Busy,
     Conflict,
     CorruptFile,
@@ -33,15 +33,23 @@ from ._errors import (
 )
 
 if TYPE_CHECKING:
-    from ._warm import compile_kernels
-    from .audit import run_audit, run_split
-    from .auth import Keyring, Principal
-    from .cluster import Cluster, Edge, build_clusters
-    from .cmdlog import CommandLog
-    from .config import Config, ShingleSpec
-    from .evaluate import evaluate
-    from .explain import Explanation, shared_spans
-    from .families import (
+    from neardup.batch.evaluate import evaluate
+    from neardup.batch.job import run_dedup
+    from neardup.batch.pipeline import (
+        DedupIndex,
+        Deduplicator,
+        DedupResult,
+        Match,
+        find_duplicates,
+    )
+    from neardup.batch.stream import dedup_records, filter_dataset, unique_records
+    from neardup.core.config import Config, ShingleSpec
+    from neardup.engines.ray_engine import run_dedup_ray
+    from neardup.graph.cluster import Cluster, Edge, build_clusters
+    from neardup.io.synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
+    from neardup.kernels._warm import compile_kernels
+    from neardup.lineage.audit import run_audit, run_split
+    from neardup.lineage.families import (
         Decision,
         Family,
         FamilyEdge,
@@ -51,11 +59,13 @@ if TYPE_CHECKING:
         cross_split_leakage,
         family_split,
     )
-    from .feedback import FeedbackPolicy, Label, ThresholdReport, evaluate_feedback
-    from .hamming import BitBands, HammingIndex
-    from .hashing import HashKey, SchemeDescriptor, ShingleSets, hash_documents, shingles
-    from .job import run_dedup
-    from .lsh import (
+    from neardup.service.auth import Keyring, Principal
+    from neardup.service.cmdlog import CommandLog
+    from neardup.service.feedback import FeedbackPolicy, Label, ThresholdReport, evaluate_feedback
+    from neardup.service.manager import Service, ServiceConfig
+    from neardup.service.online import BandIndex
+    from neardup.service.tenant import Tenant, TenantConfig
+    from neardup.sketch.lsh import (
         CandidatePairs,
         Layout,
         LSHIndex,
@@ -65,24 +75,18 @@ if TYPE_CHECKING:
         default_layout,
         optimal_params,
     )
-    from .minhash import BBitSignatures, MinHasher, Signature, SignatureSet
-    from .normalize import NormalizedText, Normalizer, get_normalizer
-    from .online import BandIndex
-    from .oracle import allpairs_join, brute_force_pairs
-    from .pipeline import (
-        DedupIndex,
-        Deduplicator,
-        DedupResult,
-        Match,
-        find_duplicates,
+    from neardup.sketch.minhash import BBitSignatures, MinHasher, Signature, SignatureSet
+    from neardup.sketch.screen import BloomFilter
+    from neardup.text.hashing import (
+        HashKey,
+        SchemeDescriptor,
+        ShingleSets,
+        hash_documents,
+        shingles,
     )
-    from .ray_engine import run_dedup_ray
-    from .screen import BloomFilter
-    from .service import Service, ServiceConfig
-    from .stream import dedup_records, filter_dataset, unique_records
-    from .synth import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
-    from .tenant import Tenant, TenantConfig
-    from .vectors import (
+    from neardup.text.normalize import NormalizedText, Normalizer, get_normalizer
+    from neardup.vectors.hamming import BitBands, HammingIndex
+    from neardup.vectors.sketches import (
         HyperplaneHasher,
         ICWSHasher,
         PStableHasher,
@@ -96,8 +100,7 @@ if TYPE_CHECKING:
         pstable_collision,
         vector_layout,
     )
-    from .verify import PairScores, jaccard, verify_pairs
-    from .vpipeline import (
+    from neardup.vectors.vpipeline import (
         SparseBags,
         VectorCluster,
         VectorDedupResult,
@@ -109,105 +112,108 @@ if TYPE_CHECKING:
         weighted_bags,
         weighted_jaccard,
     )
+    from neardup.verify.exact import PairScores, jaccard, verify_pairs
+    from neardup.verify.explain import Explanation, shared_spans
+    from neardup.verify.oracle import allpairs_join, brute_force_pairs
 
 # Public names and the submodule that defines each: imported on first use, so that
 # ``import neardup`` (and the CLI's start) does not load the service, the Ray
 # engine and every other stage that a given program never touches.
 _LAZY: dict[str, str] = {
-    "BBitSignatures": "minhash",
-    "BandIndex": "online",
-    "BitBands": "hamming",
-    "BloomFilter": "screen",
-    "CandidatePairs": "lsh",
-    "Cluster": "cluster",
-    "CommandLog": "cmdlog",
-    "Config": "config",
-    "Decision": "families",
-    "DedupIndex": "pipeline",
-    "DedupResult": "pipeline",
-    "Deduplicator": "pipeline",
-    "Edge": "cluster",
-    "Explanation": "explain",
-    "Family": "families",
-    "FamilyEdge": "families",
-    "FamilyResult": "families",
-    "FeedbackPolicy": "feedback",
-    "HammingIndex": "hamming",
-    "HashKey": "hashing",
-    "HyperplaneHasher": "vectors",
-    "ICWSHasher": "vectors",
-    "Keyring": "auth",
-    "LSHIndex": "lsh",
-    "LSHStats": "lsh",
-    "Label": "feedback",
-    "Layout": "lsh",
-    "Match": "pipeline",
-    "MinHasher": "minhash",
-    "NormalizedText": "normalize",
-    "Normalizer": "normalize",
-    "PStableHasher": "vectors",
-    "PairScores": "verify",
-    "Principal": "auth",
-    "Provenance": "families",
-    "SchemeDescriptor": "hashing",
-    "Service": "service",
-    "ServiceConfig": "service",
-    "ShingleSets": "hashing",
-    "ShingleSpec": "config",
-    "Signature": "minhash",
-    "SignatureSet": "minhash",
-    "SparseBags": "vpipeline",
-    "Tenant": "tenant",
-    "TenantConfig": "tenant",
-    "ThresholdReport": "feedback",
-    "VectorCluster": "vpipeline",
-    "VectorConfig": "vectors",
-    "VectorDedupResult": "vpipeline",
-    "VectorEdge": "vpipeline",
-    "VectorIndex": "vpipeline",
-    "VectorMatch": "vpipeline",
-    "VectorSignatures": "vectors",
-    "allpairs_join": "oracle",
-    "brute_force_pairs": "oracle",
-    "build_clusters": "cluster",
-    "build_families": "families",
-    "candidate_pairs": "lsh",
-    "candidate_probability": "lsh",
-    "cosine_from_hamming": "vectors",
-    "cross_split_leakage": "families",
-    "dedup_records": "stream",
-    "default_layout": "lsh",
-    "evaluate": "evaluate",
-    "evaluate_feedback": "feedback",
-    "family_split": "families",
-    "filter_dataset": "stream",
-    "compile_kernels": "_warm",
-    "find_duplicates": "pipeline",
-    "find_vector_duplicates": "vpipeline",
-    "get_normalizer": "normalize",
-    "hamming_distance": "vectors",
-    "hash_documents": "hashing",
-    "hyperplane_collision": "vectors",
-    "jaccard": "verify",
-    "normalize_vector": "vectors",
-    "optimal_params": "lsh",
-    "pick_width": "vectors",
-    "plant_near_duplicates": "synth",
-    "pstable_collision": "vectors",
-    "run_audit": "audit",
-    "run_dedup": "job",
-    "run_dedup_ray": "ray_engine",
-    "run_split": "audit",
-    "shared_spans": "explain",
-    "shingles": "hashing",
-    "stdlib_paragraphs": "synth",
-    "synthetic_documents": "synth",
-    "unique_records": "stream",
-    "vector_layout": "vectors",
-    "vector_scores": "vpipeline",
-    "verify_pairs": "verify",
-    "weighted_bags": "vpipeline",
-    "weighted_jaccard": "vpipeline",
+    "BBitSignatures": "sketch.minhash",
+    "BandIndex": "service.online",
+    "BitBands": "vectors.hamming",
+    "BloomFilter": "sketch.screen",
+    "CandidatePairs": "sketch.lsh",
+    "Cluster": "graph.cluster",
+    "CommandLog": "service.cmdlog",
+    "Config": "core.config",
+    "Decision": "lineage.families",
+    "DedupIndex": "batch.pipeline",
+    "DedupResult": "batch.pipeline",
+    "Deduplicator": "batch.pipeline",
+    "Edge": "graph.cluster",
+    "Explanation": "verify.explain",
+    "Family": "lineage.families",
+    "FamilyEdge": "lineage.families",
+    "FamilyResult": "lineage.families",
+    "FeedbackPolicy": "service.feedback",
+    "HammingIndex": "vectors.hamming",
+    "HashKey": "text.hashing",
+    "HyperplaneHasher": "vectors.sketches",
+    "ICWSHasher": "vectors.sketches",
+    "Keyring": "service.auth",
+    "LSHIndex": "sketch.lsh",
+    "LSHStats": "sketch.lsh",
+    "Label": "service.feedback",
+    "Layout": "core.layout",
+    "Match": "batch.pipeline",
+    "MinHasher": "sketch.minhash",
+    "NormalizedText": "text.normalize",
+    "Normalizer": "text.normalize",
+    "PStableHasher": "vectors.sketches",
+    "PairScores": "verify.exact",
+    "Principal": "service.auth",
+    "Provenance": "lineage.families",
+    "SchemeDescriptor": "text.hashing",
+    "Service": "service.manager",
+    "ServiceConfig": "service.manager",
+    "ShingleSets": "text.hashing",
+    "ShingleSpec": "core.config",
+    "Signature": "sketch.minhash",
+    "SignatureSet": "sketch.minhash",
+    "SparseBags": "vectors.vpipeline",
+    "Tenant": "service.tenant",
+    "TenantConfig": "service.tenant",
+    "ThresholdReport": "service.feedback",
+    "VectorCluster": "vectors.vpipeline",
+    "VectorConfig": "vectors.sketches",
+    "VectorDedupResult": "vectors.vpipeline",
+    "VectorEdge": "vectors.vpipeline",
+    "VectorIndex": "vectors.vpipeline",
+    "VectorMatch": "vectors.vpipeline",
+    "VectorSignatures": "vectors.sketches",
+    "allpairs_join": "verify.oracle",
+    "brute_force_pairs": "verify.oracle",
+    "build_clusters": "graph.cluster",
+    "build_families": "lineage.families",
+    "candidate_pairs": "sketch.lsh",
+    "candidate_probability": "core.layout",
+    "cosine_from_hamming": "vectors.sketches",
+    "cross_split_leakage": "lineage.families",
+    "dedup_records": "batch.stream",
+    "default_layout": "core.layout",
+    "evaluate": "batch.evaluate",
+    "evaluate_feedback": "service.feedback",
+    "family_split": "lineage.families",
+    "filter_dataset": "batch.stream",
+    "compile_kernels": "kernels._warm",
+    "find_duplicates": "batch.pipeline",
+    "find_vector_duplicates": "vectors.vpipeline",
+    "get_normalizer": "text.normalize",
+    "hamming_distance": "vectors.sketches",
+    "hash_documents": "text.hashing",
+    "hyperplane_collision": "vectors.sketches",
+    "jaccard": "verify.exact",
+    "normalize_vector": "vectors.sketches",
+    "optimal_params": "core.layout",
+    "pick_width": "vectors.sketches",
+    "plant_near_duplicates": "io.synth",
+    "pstable_collision": "vectors.sketches",
+    "run_audit": "lineage.audit",
+    "run_dedup": "batch.job",
+    "run_dedup_ray": "engines.ray_engine",
+    "run_split": "lineage.audit",
+    "shared_spans": "verify.explain",
+    "shingles": "text.hashing",
+    "stdlib_paragraphs": "io.synth",
+    "synthetic_documents": "io.synth",
+    "unique_records": "batch.stream",
+    "vector_layout": "vectors.sketches",
+    "vector_scores": "vectors.vpipeline",
+    "verify_pairs": "verify.exact",
+    "weighted_bags": "vectors.vpipeline",
+    "weighted_jaccard": "vectors.vpipeline",
 }
 
 

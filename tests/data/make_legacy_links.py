@@ -18,8 +18,8 @@ import os
 import tarfile
 import tempfile
 
-from neardup._crypto import MasterSecret
-from neardup.tenant import Tenant, TenantConfig
+from neardup.service._crypto import MasterSecret
+from neardup.service.tenant import Tenant, TenantConfig
 
 KEY = bytes(range(32))
 CFG = TenantConfig(threshold=0.75, shingle="word:2", num_perm=32, bands=8, rows=4)

@@ -1,7 +1,7 @@
 """Build ``service-golden.tar.gz`` and ``service-golden.json``: a service data
 directory written by a real ``neardup serve``, and the answers it gave, for the
 test that a later version opens it and answers the same
-(``tests/test_service_golden.py``).
+(``tests/service/test_service_golden.py``).
 
 Recorded before the redesign of issue 22 (see ``recorded_at`` in the JSON).  Run
 it from the repository root with the version to record installed::

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import click
 
-from .._launch import process_defaults
-from .common import Main
-from .dedup import compile_cmd, dedup
-from .evaluate import eval_cmd
-from .lineage import audit, split
-from .params import params
-from .service import apikey, repair, route, serve
+from neardup.cli.common import Main
+from neardup.cli.dedup import compile_cmd, dedup
+from neardup.cli.evaluate import eval_cmd
+from neardup.cli.lineage import audit, split
+from neardup.cli.params import params
+from neardup.cli.service import apikey, repair, route, serve
+from neardup.core.procenv import process_defaults
 
 __all__ = ["main"]
 
@@ -32,7 +32,7 @@ def main(ctx: click.Context) -> None:
     process_defaults()  # again for callers that skipped the console script
     if ctx.invoked_subcommand != "dedup":
         # dedup starts numba itself, once its input is being read.
-        from .._jit import start_numba
+        from neardup.kernels._jit import start_numba
 
         start_numba()
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._errors import (
+from neardup.core._errors import (
     CorruptFile,
     InputError,
     InvalidConfig,
@@ -23,7 +23,7 @@ from .._errors import (
     NeardupIOError,
     SchemeMismatch,
 )
-from ..config import Config, ShingleSpec
+from neardup.core.config import Config, ShingleSpec
 
 if TYPE_CHECKING:
     pass
@@ -305,8 +305,8 @@ def exit_now() -> None:
 
 def resolved_inputs(inputs: tuple[str, ...]) -> tuple[str, ...]:
     """The inputs with folders of data files and saved DatasetDicts expanded (see
-    :func:`neardup.corpus.resolve_inputs`); a missing path ends the command."""
-    from ..corpus import resolve_inputs
+    :func:`neardup.io.corpus.resolve_inputs`); a missing path ends the command."""
+    from neardup.io.corpus import resolve_inputs
 
     out = inputs
     with errors():
@@ -317,7 +317,7 @@ def resolved_inputs(inputs: tuple[str, ...]) -> tuple[str, ...]:
 def ready_kernels(*groups: str) -> None:
     """Compile the kernels of ``groups`` not cached on this machine yet, on every
     core, with a progress line; then announce anything compiled later."""
-    from .._warm import announce_compiles, compile_kernels
+    from neardup.kernels._warm import announce_compiles, compile_kernels
 
     with errors():
         compile_kernels(groups, progress=lambda line: click.echo(line, err=True))

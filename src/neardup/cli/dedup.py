@@ -7,14 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._clihelp import (
+from neardup.cli._clihelp import (
     DEDUP_SECTIONS,
     SectionedCommand,
 )
-from .._errors import InvalidConfig
-from .._kernel_manifest import GROUPS as KERNEL_GROUPS
-from ..config import Config
-from .common import (
+from neardup.cli.common import (
     Main,
     Progress,
     common_options,
@@ -24,9 +21,12 @@ from .common import (
     ready_kernels,
     resolved_inputs,
 )
+from neardup.core._errors import InvalidConfig
+from neardup.core.config import Config
+from neardup.kernels._kernel_manifest import GROUPS as KERNEL_GROUPS
 
 if TYPE_CHECKING:
-    from ..corpus import Prefetch
+    from neardup.io.corpus import Prefetch
 
 __all__ = ["compile_cmd", "dedup"]
 
@@ -175,11 +175,11 @@ def dedup(
     --output out/ --engine ray --ray-address auto --resume
     """
     if Main.standalone and sys.stderr is sys.__stderr__:
-        from ..leftovers import install_signal_handlers
+        from neardup.core.leftovers import install_signal_handlers
 
         install_signal_handlers()  # SIGINT/SIGTERM: remove this run's folders, exit 130/143
     inputs = resolved_inputs(inputs)
-    from .._jit import start_numba
+    from neardup.kernels._jit import start_numba
 
     quiet = opts.pop("quiet")
     if row_ids and opts["id_field"] is not None:
@@ -288,7 +288,7 @@ def dedup(
             *(["dedup-index"] if save_index or against else []),
             *(["dedup-exact"] if method == "exact" else []),
         )
-        from ..job import batch_process_tuning, run_dedup
+        from neardup.batch.job import batch_process_tuning, run_dedup
 
         with errors(corrupt=3), batch_process_tuning():
             stats = run_dedup(
@@ -322,9 +322,9 @@ def dedup(
 
 
 def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:
-    """A :class:`~neardup.corpus.Prefetch` of the inputs when the run will read them
+    """A :class:`~neardup.io.corpus.Prefetch` of the inputs when the run will read them
     whole into memory, else None."""
-    from ..corpus import Prefetch, in_memory_plan
+    from neardup.io.corpus import Prefetch, in_memory_plan
 
     try:
         in_memory = not spill and in_memory_plan(inputs, cfg) <= cfg.memory_limit
@@ -352,7 +352,7 @@ def _dedup_ray(
     quiet: bool,
     opts: dict[str, Any],
 ) -> None:
-    from ..ray_engine import DEFAULT_CC_THRESHOLD, run_dedup_ray
+    from neardup.engines.ray_engine import DEFAULT_CC_THRESHOLD, run_dedup_ray
 
     for name, value in (
         ("method", None if method == "lsh" else method),
@@ -410,8 +410,8 @@ def _dedup_vectors(
     quiet: bool,
     opts: dict[str, Any],
 ) -> None:
-    from ..vectors import VectorConfig
-    from ..vjob import run_vector_dedup
+    from neardup.batch.vjob import run_vector_dedup
+    from neardup.vectors.sketches import VectorConfig
 
     ready_kernels("vectors")
 
@@ -481,7 +481,7 @@ def compile_cmd(groups: tuple[str, ...], processes: int | None) -> None:
 
     Example: neardup compile --group dedup --group service
     """
-    from .._warm import compile_kernels
+    from neardup.kernels._warm import compile_kernels
 
     chosen = list(groups) or sorted(KERNEL_GROUPS)
     with errors():

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._clihelp import (
+from neardup.cli._clihelp import (
     EVAL_SECTIONS,
     SectionedCommand,
 )
-from .common import (
+from neardup.cli.common import (
     common_options,
     config_from,
     errors,
@@ -36,9 +36,9 @@ def eval_cmd(inputs: tuple[str, ...], as_json: bool, **opts: Any) -> None:
     Example: neardup eval corpus.jsonl --threshold 0.8
     """
     inputs = resolved_inputs(inputs)
-    from ..corpus import read_corpus
-    from ..evaluate import evaluate
-    from ..job import set_workers
+    from neardup.batch.evaluate import evaluate
+    from neardup.batch.job import set_workers
+    from neardup.io.corpus import read_corpus
 
     with errors():
         cfg = config_from(opts)

@@ -10,19 +10,19 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._clihelp import (
+from neardup.cli._clihelp import (
     SectionedCommand,
     audit_sections,
     split_sections,
 )
-from .._provenance import PROVENANCE_FIELDS
-from ..config import Config
-from .common import (
+from neardup.cli.common import (
     common_options,
     config_from,
     errors,
     resolved_inputs,
 )
+from neardup.core._provenance import PROVENANCE_FIELDS
+from neardup.core.config import Config
 
 if TYPE_CHECKING:
     pass
@@ -95,7 +95,7 @@ def audit(
     Example: neardup audit data.jsonl --split-field split --label-field label -o audit/
     """
     inputs = resolved_inputs(inputs)
-    from ..audit import run_audit
+    from neardup.lineage.audit import run_audit
 
     opts.pop("quiet")  # no progress bars in audit; the summary line always prints
     fields = _fields(opts)
@@ -172,7 +172,7 @@ def split(
     inputs = resolved_inputs(inputs)
     import dataclasses
 
-    from ..audit import parse_ratios, run_split
+    from neardup.lineage.audit import parse_ratios, run_split
 
     opts.pop("quiet")  # no progress bars in split; the summary line always prints
     fields = _fields(opts)

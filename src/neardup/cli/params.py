@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .._errors import InvalidConfig
-from .common import errors
+from neardup.cli.common import errors
+from neardup.core._errors import InvalidConfig
 
 if TYPE_CHECKING:
     pass
@@ -95,7 +95,7 @@ def params(
     if metric != "jaccard":
         _vector_params(metric, threshold, far, recall, budget, n, as_json)
         return
-    from ..lsh import candidate_probability, default_layout, optimal_params
+    from neardup.sketch.lsh import candidate_probability, default_layout, optimal_params
 
     with errors():
         if not 0 < threshold <= 1:
@@ -114,7 +114,7 @@ def params(
             )
         table = [(s / 20, candidate_probability(s / 20, b, r)) for s in range(1, 21)]
         if png:
-            from ..report import write_scurve_png
+            from neardup.batch.report import write_scurve_png
 
             write_scurve_png(png, b, r, threshold)
     if as_json:
@@ -152,8 +152,8 @@ def _vector_params(
     n: int,
     as_json: bool,
 ) -> None:
-    from ..lsh import candidate_probability
-    from ..vectors import (
+    from neardup.sketch.lsh import candidate_probability
+    from neardup.vectors.sketches import (
         VectorConfig,
         hyperplane_collision,
         pstable_collision,

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from .._errors import InvalidConfig
-from .common import (
+from neardup.cli.common import (
     errors,
     ready_kernels,
 )
+from neardup.core._errors import InvalidConfig
 
 if TYPE_CHECKING:
     pass
@@ -24,7 +24,7 @@ __all__ = ["apikey", "repair", "route", "serve"]
 
 def _service_config(opts: dict[str, Any]) -> Any:
 
-    from ..service import ServiceConfig
+    from neardup.service.manager import ServiceConfig
 
     data_dir = os.path.abspath(opts["data_dir"])
     return ServiceConfig(
@@ -141,9 +141,9 @@ def serve(**opts: Any) -> None:
     try:
         import uvicorn
 
-        from ..server import create_app
-        from ..service import Service
-        from ..workers import default_workers
+        from neardup.service.manager import Service
+        from neardup.service.server import create_app
+        from neardup.service.workers import default_workers
     except ImportError as exc:
         click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
         sys.exit(2)
@@ -177,8 +177,8 @@ def _check_service_files(cfg: Any) -> None:
     """What a single-process start checks first (master key, key file, audit log), so
     that a bad file stops ``serve --workers N`` with the same message."""
 
-    from ..auth import AuditLog, Keyring
-    from ..service import load_master
+    from neardup.service.auth import AuditLog, Keyring
+    from neardup.service.manager import load_master
 
     load_master(cfg.master_key_file)
     Keyring.load(cfg.keys_file)
@@ -189,7 +189,7 @@ def _check_service_files(cfg: Any) -> None:
 def _serve_front(opts: dict[str, Any], cfg: Any, workers: int) -> None:
     import uvicorn
 
-    from ..workers import Front, worker_command
+    from neardup.service.workers import Front, worker_command
 
     def worker_cmd(index: int, socket: str) -> list[str]:
         return worker_command(cfg, index, workers, socket, log_level=opts["log_level"])
@@ -227,7 +227,7 @@ def apikey(**opts: Any) -> None:
 
     Example: neardup apikey --data-dir ./nd-data --role producer --tenant acme
     """
-    from ..auth import Keyring
+    from neardup.service.auth import Keyring
 
     with errors():
         cfg = _service_config(opts)
@@ -264,9 +264,9 @@ def repair(**opts: Any) -> None:
     """
     import os
 
-    from ..migration import load_tenant, read_pointer
-    from ..service import load_master
-    from ..tenant import Tenant, valid_tenant_id
+    from neardup.service.manager import load_master
+    from neardup.service.migration import load_tenant, read_pointer
+    from neardup.service.tenant import Tenant, valid_tenant_id
 
     with errors():
         cfg = _service_config(opts)
@@ -302,7 +302,7 @@ def route(**opts: Any) -> None:
     try:
         import uvicorn
 
-        from ..router import RoutingTable, create_router
+        from neardup.service.router import RoutingTable, create_router
     except ImportError as exc:
         click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
         sys.exit(2)

@@ -1,0 +1,799 @@
+"""The ``neardup dedup`` job as a library call: files in, an output folder out.
+
+:func:`run_dedup` reads the inputs (:mod:`neardup.io.corpus`), runs
+:func:`~neardup.find_duplicates` (optionally against a saved :class:`DedupIndex`),
+and writes, into a temporary folder beside ``output`` that is renamed into place
+only once everything is complete:
+
+* ``kept.*`` — unique documents and one representative per cluster, every
+  original field intact, in input order;
+* ``duplicates.*`` — removed documents plus ``cluster`` and ``representative``;
+* ``clusters.jsonl`` — one line per cluster touching this run's documents, with the
+  (exactly verified) edges that joined it;
+* ``stats.json`` — counts, parameters, fingerprints, predicted recall, overflows,
+  per-stage timings and peak memory;
+* ``report.html`` — a self-contained page (:mod:`neardup.batch.report`).
+
+An interrupted run never leaves a partial ``output``: SIGINT/SIGTERM under the
+command line remove its ``.neardup-tmp-*``/``.neardup-work-*`` folders
+(:mod:`neardup.core.leftovers`); a run killed outright leaves them, with a locked owner
+file, and the next run beside them removes them and says so.  Output bytes depend
+only on the inputs and the config (not on ``workers``), except the two measured
+fields of ``stats.json``: ``timings_s`` and ``peak_memory_bytes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import functools
+import gc
+import json
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
+from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
+from neardup.core._posix import peak_rss_bytes
+from neardup.core.config import Config
+from neardup.core.ids import describe, unique_ids
+from neardup.core.leftovers import (
+    OWNER_FILE,
+    adopt,
+    critical,
+    disown,
+    note_written,
+    owned_folder,
+    release,
+    sweep,
+)
+from neardup.graph.cluster import Cluster
+from neardup.io.corpus import (
+    BadRecord,
+    Corpus,
+    Prefetch,
+    detect_format,
+    in_memory_plan,
+    input_bytes,
+    prepare_subset,
+    read_corpus,
+    streamable,
+    write_subset,
+)
+from neardup.text.hashing import HashKey, SchemeDescriptor
+
+__all__ = [
+    "batch_process_tuning",
+    "check_output",
+    "check_writable",
+    "prepare_output",
+    "run_dedup",
+    "set_workers",
+]
+
+INDEX_FILE = "index.ndx"
+
+
+def set_workers(workers: int | None) -> None:
+    """Use ``workers`` threads in the compiled kernels (results do not depend on it)."""
+    if workers is None:
+        return
+    import numba
+
+    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    if not 1 <= workers <= limit:
+        raise InvalidConfig(
+            "workers",
+            workers,
+            f"must be in [1, {limit}] on this machine",
+            f"use --workers between 1 and {limit}",
+        )
+    numba.set_num_threads(workers)
+
+
+def _local_root(path: str) -> str | None:
+    """The local file or folder an input names (a glob: its fixed leading folder);
+    None for a URL."""
+    if "://" in path:
+        return None
+    fixed: list[str] = []
+    for part in path.split(os.sep):
+        if any(c in part for c in "*?["):
+            break
+        fixed.append(part)
+    root = os.sep.join(fixed) or "."
+    return os.path.realpath(root)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_output(output: str, protect: Sequence[str] = ()) -> None:
+    """Refuse an ``output`` whose replacement would delete or move what a run reads.
+
+    ``--overwrite`` replaces the whole output folder, so it must not be, or
+    contain, an input (``protect``: inputs, indexes read), nor hold the working
+    folder (``-o .``).  Raises :class:`InvalidConfig` naming the path; called
+    before anything is read or written.
+    """
+    out = os.path.realpath(output)
+    for p in protect:
+        root = _local_root(p)
+        if root is not None and _inside(root, out):
+            raise InvalidConfig(
+                "output",
+                output,
+                f"is or contains the input {p!r}: replacing it would delete the input",
+                "write the outputs to a folder that holds no input",
+            )
+    if _inside(os.path.realpath(os.getcwd()), out):
+        raise InvalidConfig(
+            "output",
+            output,
+            "is the current folder or one of its parents: it cannot be replaced",
+            "write the outputs to a new subfolder, for example -o out/",
+        )
+
+
+def check_writable(path: str) -> None:
+    """Raise :class:`NeardupIOError` naming ``path`` unless a folder can be created
+    there (its nearest existing ancestor is a writable folder) or already is one.
+
+    Run before a job starts, so that an unwritable ``--save-index`` or
+    ``--work-dir`` fails in a second, not after the whole run."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise NeardupIOError(path, OSError(errno.ENOTDIR, f"{probe} is not a folder"))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise NeardupIOError(path, OSError(errno.EACCES, f"{probe} is not writable"))
+
+
+def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) -> str:
+    """Refuse an existing ``output`` unless ``overwrite``, or one that would delete
+    an input (:func:`check_output`); return a fresh temp folder beside it."""
+    check_output(output, protect)
+    if os.path.exists(output) and not overwrite:
+        raise InvalidConfig(
+            "output", output, "already exists", "choose a new folder or pass --overwrite"
+        )
+    parent = os.path.dirname(os.path.abspath(output)) or "."
+    try:
+        os.makedirs(parent, exist_ok=True)
+        sweep(parent)
+        tmp = owned_folder(
+            ".neardup-tmp-", parent, f"the unfinished output for {output} ({{path}})"
+        )
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the result is an ordinary folder
+        return tmp
+    except OSError as exc:
+        raise NeardupIOError(parent, exc) from exc
+
+
+def _fsync_tree(path: str) -> None:
+    for name in os.listdir(path):
+        full = os.path.join(path, name)
+        if name == OWNER_FILE:
+            continue  # removed before the rename: never part of an output
+        if os.path.isfile(full):
+            fd = os.open(full, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _commit(tmp: str, output: str) -> None:
+    """Put the complete folder ``tmp`` in place as ``output`` (replacing it).
+
+    A signal (SIGINT/SIGTERM under the CLI) waits while the output is being
+    swapped, so ``output`` is always the old or the new complete folder."""
+    with _writing(output):
+        _swap(tmp, output)
+
+
+def _swap(tmp: str, output: str) -> None:
+    _fsync_tree(tmp)
+    parent = os.path.dirname(os.path.abspath(output))
+    old = None
+    with critical():
+        disown(tmp)
+        _fsync_dir(tmp)  # the owner file's removal
+        if os.path.exists(output):
+            old = tempfile.mkdtemp(prefix=".neardup-old-", dir=parent)
+            os.rmdir(old)
+            os.rename(output, old)
+            if os.path.isdir(old) and not os.path.islink(old):
+                adopt(old, f"the replaced output {old}")
+        os.rename(tmp, output)
+        note_written(output)
+    _fsync_dir(parent)
+    if old is not None:
+        if os.path.isdir(old) and not os.path.islink(old):
+            release(old)
+        else:
+            # An output that was a file (or a link) is replaced like a folder is.
+            with contextlib.suppress(OSError):
+                os.unlink(old)
+
+
+@contextlib.contextmanager
+def _writing(path: str, where_else: str | None = None) -> Iterator[None]:
+    """Raise an OSError of the block as :class:`NeardupIOError` naming ``path`` (or the
+    file the error names): a full disk is exit 4 with its fix, not a traceback."""
+    try:
+        yield
+    except NeardupIOError:
+        raise
+    except OSError as exc:
+        raise NeardupIOError(exc.filename or path, exc, where_else) from exc
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _json_id(value: Any) -> Any:
+    # A tuple, not a union type: isinstance on ``X | Y`` is several times slower
+    # and this runs once per document.
+    return value if isinstance(value, _JSON_SCALARS) else str(value)
+
+
+def _feeder(cfg: Config, key: HashKey | None, inputs: Sequence[str]) -> HashFeeder | None:
+    """A worker hashing the texts while they are read, unless the config is invalid
+    (then hashing is left to find_duplicates, which reports the error as usual)."""
+    try:
+        scheme = SchemeDescriptor.from_config(cfg, key)
+    except InvalidConfig:
+        return None
+    # A document has at most one shingle per byte of its (normalized) text, and
+    # text is rarely larger than the files holding it: room for that many hashes.
+    return HashFeeder(cfg, key, scheme, capacity=input_bytes(inputs))
+
+
+def _numpy_hugepage_switch() -> Callable[[bool], bool] | None:
+    # numpy 2 moved its private core module; the switch exists on Linux builds only.
+    for mod in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            module = __import__(mod, fromlist=["_set_madvise_hugepage"])
+        except ImportError:
+            continue
+        fn = getattr(module, "_set_madvise_hugepage", None)
+        if fn is not None:
+            return fn  # type: ignore[no-any-return]
+    return None
+
+
+@contextlib.contextmanager
+def batch_process_tuning() -> Iterator[None]:
+    """Process-wide settings a large batch run is fastest with, restored on exit.
+
+    Opt-in, for programs that own their process (``neardup dedup`` runs every job
+    inside it); :func:`run_dedup` itself changes nothing process-wide.  Results do
+    not depend on it.  Inside the block:
+
+    * Python's cyclic garbage collector is paused.  A batch run allocates millions
+      of container objects (records, ids, edges) and makes no reference cycles of
+      note; reference counting still frees everything.
+    * numpy's transparent-huge-page advice is off.  With the kernel's usual
+      ``defrag=madvise`` setting, huge pages are compacted synchronously on first
+      touch, which after the reading stage cost more system time than the kernels'
+      own work (see benchmarks/README.md).
+
+    >>> with batch_process_tuning():
+    ...     pass
+    """
+    switch = _numpy_hugepage_switch()
+    previous = switch(False) if switch is not None else None
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        if switch is not None and previous is not None:
+            switch(previous)
+
+
+def run_dedup(
+    inputs: Sequence[str],
+    output: str,
+    *,
+    config: Config | None = None,
+    key: HashKey | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    keep: str = "first",
+    method: Literal["lsh", "exact"] = "lsh",
+    against: str | None = None,
+    save_index: str | None = None,
+    skip_bad: bool = False,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    workers: int | None = None,
+    report: bool = True,
+    progress: Callable[[str, int, int], None] | None = None,
+    spill: bool = False,
+    work_dir: str | None = None,
+    prefetch: Prefetch | None = None,
+    on_finished: Callable[[dict[str, Any]], None] | None = None,
+    detect_id: bool = False,
+    rename_duplicate_ids: bool = False,
+) -> dict[str, Any]:
+    """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
+
+    With ``detect_id`` and no ``id_field``, a field ``id`` of the inputs gives the
+    ids when every record has a usable one (:mod:`neardup.io._ids`); ``stats``
+    reports the choice (``id_field``, ``id_field_detected``, ``id_field_fallback``).
+
+    With ``dry_run`` nothing is written and the stats are returned.  With
+    ``against`` the documents of that saved index count as earlier input; with
+    ``save_index`` the index of everything seen (prior + this run) is written there.
+
+    When the in-memory plan (:func:`neardup.batch.external.in_memory_plan`) exceeds
+    ``config.memory_limit`` — or with ``spill`` — JSONL inputs are processed out of
+    core (:mod:`neardup.batch.external`) with working files under ``work_dir`` (default: a
+    temporary folder beside ``output``), removed at the end.
+
+    ``prefetch``, a :class:`~neardup.io.corpus.Prefetch` the caller started on
+    ``inputs`` (and closes), lets an in-memory run take the bytes it has read; an
+    out-of-core run stops it and streams the files.
+
+    Two records with the same id are refused (:class:`InputError`, naming the id and
+    both records) unless ``rename_duplicate_ids``: then the second record with id
+    ``X`` is ``X#2`` in ``clusters.jsonl`` and the ``representative`` field (a warning
+    on stderr says so; the records are written unchanged).
+
+    ``on_finished(stats)``, if given, is called once every output of an in-memory
+    run is written and in place, before the run's memory (about 3x the input) is
+    released: a program that ends there may skip releasing it.
+    """
+    cfg = config or Config()
+    set_workers(workers)
+    t_start = time.perf_counter()
+    protect = [*inputs, *([against] if against else [])]
+    if save_index and not dry_run:
+        check_writable(save_index)
+    tmp = None if dry_run else prepare_output(output, overwrite, protect)
+    try:
+        t0 = time.perf_counter()
+        plan = in_memory_plan(inputs, cfg)
+        if spill or plan > cfg.memory_limit:
+            if not streamable(inputs):
+                _refuse_out_of_core(inputs, plan, cfg.memory_limit, spill)
+            if against or save_index:
+                raise InvalidConfig(
+                    "against/save-index",
+                    against or save_index,
+                    "not available in an out-of-core run",
+                    "raise --memory-limit, or dedup the shards separately",
+                )
+            if prefetch is not None:
+                prefetch.close()
+            return _run_spilled(
+                inputs,
+                output,
+                tmp,
+                cfg,
+                key,
+                text_field,
+                id_field,
+                skip_bad,
+                keep,
+                method,
+                progress,
+                report,
+                work_dir,
+                t_start,
+                rename_duplicate_ids,
+                detect_id,
+            )
+        if progress is not None:
+            progress("read", 0, 1)
+        feeder = _feeder(cfg, key, inputs)
+        try:
+            corpus = read_corpus(
+                inputs,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                on_texts=None if feeder is None else feeder.feed,
+                on_block=None if feeder is None else feeder.feed_block,
+                prefetch=prefetch,
+                detect_id=detect_id,
+            )
+            read_s = time.perf_counter() - t0
+            hashed = None if feeder is None else feeder.finish()
+        finally:
+            if feeder is not None:
+                feeder.close()
+        if progress is not None:
+            progress("read", 1, 1)
+        prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
+        if prior is not None and corpus.id_choice.field is None:
+            corpus.ids = [len(prior) + i for i in range(len(corpus))]
+        ids = corpus.ids
+        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
+            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
+        ids_all = (prior.ids if prior is not None else []) + list(ids)
+        renames = unique_ids(
+            ids_all, len(prior or ()), _locator(corpus), rename=rename_duplicate_ids
+        )
+        if renames:
+            _warn(describe(renames))
+        result = _find_duplicates(
+            corpus.texts,
+            hashed,
+            config=cfg,
+            key=key,
+            keep=keep,
+            method=method,
+            prior=prior,
+            progress=progress,
+        )
+        stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
+        stats.update(corpus.id_choice.stats())
+        stats["renamed_ids"] = len(renames)
+        if feeder is not None:
+            # Normalizing and hashing ran while the input was read; this is how long
+            # hashing went on after reading ended.
+            stats["timings_s"]["hash_after_read"] = round(feeder.wait_s, 6)
+        if tmp is None:
+            return stats
+        t1 = time.perf_counter()
+        if progress is not None:
+            progress("write", 0, 1)
+        with _writing(tmp):
+            _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
+        if progress is not None:
+            progress("write", 1, 1)
+        if save_index:
+            try:
+                os.makedirs(save_index, exist_ok=True)
+            except OSError as exc:
+                raise NeardupIOError(save_index, exc) from exc
+            result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
+        stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
+        _finish(tmp, output, stats, t_start)
+        tmp = None
+        if on_finished is not None:
+            on_finished(stats)
+        return stats
+    finally:
+        if tmp is not None:
+            release(tmp)
+
+
+def _refuse_out_of_core(inputs: Sequence[str], plan: int, limit: int, spill: bool) -> None:
+    """Raise the error for an out-of-core run over inputs that are not all JSONL files:
+    InvalidConfig (exit 2) for ``--spill`` when the run fits in memory anyway,
+    MemoryLimitExceeded (exit 5) when it does not."""
+    other = next(p for p in inputs if not streamable([p]))
+    try:
+        fmt = detect_format(other)
+    except InputError:
+        fmt = "not a file"
+    what = f"{other} is {fmt}: only JSONL files are read out of core"
+    if spill and plan <= limit:
+        raise InvalidConfig(
+            "spill",
+            True,
+            what,
+            f"drop --spill (this run fits in memory: about {plan:,} bytes of "
+            f"memory_limit={limit:,}), or convert the input to JSONL",
+        )
+    raise MemoryLimitExceeded(plan, limit, f"an in-memory run ({what}; convert it to JSONL)")
+
+
+def _stats(
+    result: DedupResult,
+    fmt: str,
+    bad: list[BadRecord],
+    read_s: float,
+    inputs: Sequence[str],
+    t_start: float,
+) -> dict[str, Any]:
+    st = dict(result.stats)
+    st["inputs"] = list(inputs)
+    st["format"] = fmt
+    st["bad_records"] = len(bad)
+    st["bad_record_examples"] = [
+        {"path": b.path, "line": b.line, "reason": b.reason} for b in bad[:20]
+    ]
+    st["timings_s"] = {"read": round(read_s, 6), **st["timings_s"]}
+    st["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+    st["peak_memory_bytes"] = peak_rss_bytes()
+    return st
+
+
+def _finish(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
+    stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+    stats["peak_memory_bytes"] = peak_rss_bytes()
+    path = os.path.join(tmp, "stats.json")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
+        json.dump(stats, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    _commit(tmp, output)
+
+
+def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]]:
+    n_prior = result.n_prior
+    touching = [c for c in result.clusters if c.members[-1] >= n_prior]
+    cluster_of = np.full(len(result.duplicate_of), -1, dtype=np.int64)
+    for new_id, c in enumerate(touching):
+        cluster_of[list(c.members)] = new_id
+    return touching, cluster_of
+
+
+class _ClusterLines:
+    """clusters.jsonl lines: each exactly ``json.dumps(rec, ensure_ascii=False,
+    sort_keys=True)`` of the cluster's record, assembled from pieces (ids encoded
+    once each), about 3x faster than encoding the nested dicts."""
+
+    def __init__(self, ids: Sequence[Any]) -> None:
+        self._ids = ids
+        self._encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+        self._memo: dict[Any, str] = {}
+
+    def _value(self, v: Any) -> str:
+        t = type(v)
+        if t is int:
+            return str(v)
+        if t is float and math.isfinite(v):
+            return repr(v)  # json spells finite floats with float.__repr__
+        if v is None:
+            return "null"
+        key = (t, v)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._encode(v)
+        return got
+
+    def line(self, new_id: int, c: Cluster) -> str:
+        ids, val = self._ids, self._value
+        edges = ", ".join(
+            f'{{"a": {val(ids[e.a])}, "b": {val(ids[e.b])}, "band": {val(e.band)}, '
+            f'"estimate": {val(e.estimate)}, "jaccard": {val(e.jaccard)}, '
+            f'"method": {val(e.method)}}}'
+            for e in c.edges
+        )
+        members = ", ".join(val(ids[m]) for m in c.members)
+        return (
+            f'{{"cluster": {new_id}, "edges": [{edges}], "members": [{members}], '
+            f'"representative": {val(ids[c.representative])}}}'
+        )
+
+
+def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
+    lines = _ClusterLines(ids)
+    path = os.path.join(tmp, "clusters.jsonl")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
+        for lo in range(0, len(touching), 4096):
+            chunk = touching[lo : lo + 4096]
+            fh.write("".join(lines.line(lo + k, c) + "\n" for k, c in enumerate(chunk)))
+
+
+def _write_report(
+    tmp: str,
+    result: DedupResult,
+    touching: Sequence[Cluster],
+    ids: Sequence[Any],
+    texts: dict[int, str],
+    cfg: Config,
+    stats: dict[str, Any],
+) -> None:
+    from neardup.batch.report import render_report
+
+    html = render_report(result, touching, ids, texts, cfg, stats)
+    path = os.path.join(tmp, "report.html")
+    with _writing(path), open(path, "w", encoding="utf-8") as fh:
+        fh.write(html)
+
+
+def _run_spilled(
+    inputs: Sequence[str],
+    output: str,
+    tmp: str | None,
+    cfg: Config,
+    key: HashKey | None,
+    text_field: str,
+    id_field: str | None,
+    skip_bad: bool,
+    keep: str,
+    method: str,
+    progress: Callable[[str, int, int], None] | None,
+    with_report: bool,
+    work_dir: str | None,
+    t_start: float,
+    rename_ids: bool,
+    detect_id: bool = False,
+) -> dict[str, Any]:
+    from neardup.batch.external import WORK_ELSEWHERE, spilled_dedup, write_streamed
+
+    base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
+    renames: list[tuple[Any, int, int, str]] = []
+    try:
+        os.makedirs(base, exist_ok=True)
+        if work_dir is not None:
+            sweep(base)  # beside the output, prepare_output did
+        work = owned_folder(".neardup-work-", base, "the working folder {path}")
+    except OSError as exc:
+        raise NeardupIOError(base, exc) from exc
+    try:
+        t0 = time.perf_counter()
+        with _writing(work, WORK_ELSEWHERE):
+            result, ids, bad = spilled_dedup(
+                inputs,
+                work,
+                config=cfg,
+                key=key,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                keep=keep,
+                method=method,
+                progress=progress,
+                detect_id=detect_id,
+                check_ids=functools.partial(_check_spilled_ids, inputs, rename_ids, renames),
+            )
+        ids = [_json_id(i) for i in ids]
+        stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
+        stats["renamed_ids"] = len(renames)
+        if tmp is None:
+            return stats
+        t1 = time.perf_counter()
+        touching, cluster_of = _touching(result)
+        want = _report_positions(touching) if with_report else set()
+        with _writing(tmp):
+            texts = write_streamed(
+                tmp,
+                inputs,
+                result,
+                ids,
+                cluster_of,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                want_texts=want,
+            )
+        _write_clusters(tmp, touching, ids)
+        if with_report:
+            _write_report(tmp, result, touching, ids, texts, cfg, stats)
+        stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
+        _finish(tmp, output, stats, t_start)
+        return stats
+    finally:
+        release(work)
+
+
+def _check_spilled_ids(
+    inputs: Sequence[str], rename: bool, renames: list[tuple[Any, int, int, str]], ids: list[Any]
+) -> None:
+    """The id check of an out-of-core run, after its first pass (records are counted,
+    not located: no line numbers are kept)."""
+    ids[:] = [_json_id(i) for i in ids]
+    one = inputs[0] if len(inputs) == 1 else ", ".join(inputs)
+    renames.extend(unique_ids(ids, 0, lambda _k: (one, None), rename=rename))
+    if renames:
+        _warn(describe(renames))
+
+
+def _locator(corpus: Corpus) -> Callable[[int], tuple[str, int | None]]:
+    """File and line (row, for tables) of a corpus's k-th record."""
+    lines = corpus.format in ("jsonl", "csv")
+
+    def where(k: int) -> tuple[str, int | None]:
+        fi, n = corpus.origins[k]
+        return corpus.inputs[fi], n if lines else n + 1
+
+    return where
+
+
+def _warn(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _report_positions(touching: Sequence[Cluster]) -> set[int]:
+    """Documents whose text the report shows (the same choice render_report makes)."""
+    want: set[int] = set()
+    for c in sorted(touching, key=lambda c: (-len(c), c.id))[:8]:
+        for e in [x for x in c.edges if x.method != "identical"][:3]:
+            want.update((e.a, e.b))
+    near = [e for c in touching for e in c.edges if e.method != "identical"]
+    for e in near[:300]:
+        want.update((e.a, e.b))
+    return want
+
+
+def _in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
+    """Start ``fn(*args)`` in a thread; the returned function waits for it and
+    re-raises what it raised.  The caller must call it, also on its own errors
+    (the thread is a daemon only so that an interpreter exit never hangs on it)."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # re-raised in the caller
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="neardup-write", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        if failure:
+            raise failure[0]
+
+    return wait
+
+
+def _write_outputs(
+    tmp: str,
+    corpus: Corpus,
+    result: DedupResult,
+    ids: list[Any],
+    cfg: Config,
+    stats: dict[str, Any],
+    with_report: bool,
+) -> None:
+    n_prior = result.n_prior
+    kept = result.kept - n_prior
+    dups = (result.duplicates - n_prior).tolist()
+    touching, cluster_of = _touching(result)
+    # kept.* is most of the output and its writes wait on the disk with the GIL
+    # released: it goes out while this thread encodes the other files.
+    wait_kept = _in_background(prepare_subset(corpus, kept, os.path.join(tmp, "kept")))
+    try:
+        write_subset(
+            corpus,
+            dups,
+            os.path.join(tmp, "duplicates"),
+            extra={
+                "cluster": [int(cluster_of[i + n_prior]) for i in dups],
+                "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
+            },
+        )
+        _write_clusters(tmp, touching, ids)
+        if with_report:
+            # Only the texts the report shows (a few hundred), not a map of all of them.
+            texts: dict[int, str] = {
+                p: corpus.texts[p - n_prior] for p in _report_positions(touching) if p >= n_prior
+            }
+            _write_report(tmp, result, touching, ids, texts, cfg, stats)
+    except BaseException:
+        # The writer must be done before the caller removes the temporary folder.
+        with contextlib.suppress(BaseException):
+            wait_kept()
+        raise
+    wait_kept()

@@ -1,0 +1,353 @@
+"""Frozen, keyword-only, validated configuration with stable fingerprints.
+
+Every config validates itself in ``__post_init__`` — before any array is allocated —
+and raises :class:`~neardup.InvalidConfig` naming the field, the value and the fix.
+``fingerprint`` is a pure function of the fields and is written into every
+signature set, index file and decision.
+
+Example:
+    >>> cfg = Config(threshold=0.8)
+    >>> cfg.layout   # (bands, rows) chosen for recall at the threshold
+    (21, 6)
+    >>> Config(num_perm=31, bands=8)
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid num_perm=31: ...
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from neardup.core._errors import InvalidConfig
+from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
+from neardup.core.layout import default_layout
+
+__all__ = ["Config", "ShingleSpec"]
+
+ShingleKind = Literal["word", "char", "byte"]
+HashAlgorithm = Literal["xxh64", "siphash24"]
+SignatureKind = Literal["minhash", "oph"]
+VerifyMode = Literal["exact", "estimate"]
+
+_MAX_PERM = 4096
+
+HASH_CHUNK_BYTES = 4 * 1024**2
+"""Text hashed per kernel call in batch runs.  Larger chunks mean fewer kernel
+calls, each of which has to take the GIL from the reading thread; 4-8 MiB with
+1 MiB read blocks was measured ~0.3 s faster on 313k documents than 2 MiB with
+16 MiB blocks, once numpy's huge-page faults were out of the way."""
+
+SCRATCH_BYTES = 40 * 1024**2
+"""Most scratch a batch run plans for: hashing works in chunks of about
+``HASH_CHUNK_BYTES`` of text, each needing up to 9 bytes of buffers per text byte
+(a document longer than a chunk is a chunk of its own and adds 9 bytes per byte of
+it; the plan does not count that)."""
+
+
+def scratch_bytes(text_bytes: int) -> int:
+    """Hashing scratch planned for a chunk of ``text_bytes`` (plus 1 MiB of slack)."""
+    return min(SCRATCH_BYTES, 9 * text_bytes + (1 << 20))
+
+
+NORMALIZER_VERSIONS: dict[str, int] = {"nfkc-casefold": 1, "nfkc": 1, "raw": 1}
+"""The built-in normalizers and the one version of each this release implements
+(their code is in :mod:`neardup.text.normalize`; a config names one as ``name`` or
+``name@version``)."""
+
+
+def check_normalizer(name: str) -> tuple[str, int]:
+    """``(name, version)`` of a normalizer setting, or :class:`InvalidConfig`.
+
+    >>> check_normalizer("nfkc-casefold@1")
+    ('nfkc-casefold', 1)
+    """
+    base, _, version = str(name).partition("@")
+    known = NORMALIZER_VERSIONS.get(base)
+    if known is None:
+        raise InvalidConfig(
+            "normalizer", name, "unknown normalizer", f"use one of {tuple(NORMALIZER_VERSIONS)}"
+        )
+    if version and version != str(known):
+        raise InvalidConfig(
+            "normalizer",
+            name,
+            f"version {version} is not available",
+            f"use {base}@{known} (the only version this release implements)",
+        )
+    return base, known
+
+
+def _check_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidConfig(name, value, "must be an integer", fix)
+    if not lo <= value <= hi:
+        raise InvalidConfig(name, value, f"must be in [{lo}, {hi}]", fix)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ShingleSpec:
+    """How a document becomes a set of shingles.
+
+    * ``kind="word"``: n-grams of Unicode word tokens (maximal runs of ``\\w``), joined
+      by one space before hashing;
+    * ``kind="char"``: n-grams of Unicode code points;
+    * ``kind="byte"``: k-grams of the UTF-8 bytes.
+
+    A document with fewer than ``k`` units yields one shingle of what it has; a
+    document with no unit is empty.  At most ``max_shingles`` shingles are taken,
+    the first ones in document order; truncation is reported.
+
+    ``ShingleSpec.parse("word:5")`` reads the CLI form.
+    """
+
+    kind: ShingleKind = "word"
+    k: int = 5
+    max_shingles: int = 1_000_000
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("word", "char", "byte"):
+            raise InvalidConfig("shingle.kind", self.kind, "unknown kind", "use word, char or byte")
+        _check_int("shingle.k", self.k, 1, 1024, "use a shingle size between 1 and 1024, e.g. 5")
+        _check_int(
+            "shingle.max_shingles",
+            self.max_shingles,
+            1,
+            1 << 40,
+            "use a positive cap such as 1000000",
+        )
+
+    @classmethod
+    def parse(cls, text: str, *, max_shingles: int = 1_000_000) -> ShingleSpec:
+        if not isinstance(text, str):
+            raise InvalidConfig(
+                "shingle", text, "must be a string KIND:K", "write e.g. word:5, char:5 or byte:8"
+            )
+        kind, sep, k = text.partition(":")
+        # ASCII digits only: str.isdigit() also accepts "²", which int() refuses.
+        if not sep or not re.fullmatch(r"[0-9]{1,9}", k):
+            raise InvalidConfig(
+                "shingle", text, "expected KIND:K", "write e.g. word:5, char:5 or byte:8"
+            )
+        if kind not in ("word", "char", "byte"):
+            raise InvalidConfig("shingle", text, f"unknown kind {kind!r}", "use word, char or byte")
+        return cls(kind=kind, k=int(k), max_shingles=max_shingles)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.k}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Config:
+    """Everything that determines signatures, candidates and decisions.
+
+    Parameters (all keyword-only):
+        threshold: a pair is a near duplicate when its *exact* Jaccard similarity
+            over the shingle-hash sets is >= threshold.  In (0, 1].
+        normalizer: name of a built-in normalizer (see ``neardup.text.normalize``).
+        shingle: a :class:`ShingleSpec`.
+        hash_algorithm: ``xxh64`` (fast, for trusted batch input) or ``siphash24``
+            (a keyed PRF, required for untrusted input; needs a :class:`HashKey`).
+        seed: selects the hash functions and permutations when no key is used.
+        signature: ``minhash`` (k independent permutations) or ``oph``
+            (one-permutation MinHash with optimal densification, O(n + k)).
+        num_perm: signature length k.
+        bands, rows: LSH layout.  Given alone, each must divide ``num_perm``; given
+            together, ``bands * rows <= num_perm`` (rows past the bands still sharpen
+            the estimate).  When both are None the layout is chosen for recall at
+            the threshold (:func:`neardup.default_layout`).
+        recall_target: the candidate probability the default layout must reach at
+            the threshold itself.
+        max_candidates: per document and band, how many preceding bucket members
+            are paired with it; pairs cut by this cap are counted, never silent.
+        max_bucket_size: an index bucket stops growing at this size (overflow counted).
+        verify: ``exact`` (default) or ``estimate`` (signature agreement; results
+            are labelled as estimates everywhere).
+        max_document_bytes: larger documents raise DocumentTooLarge (10 MiB).
+        memory_limit: bytes that a batch run may plan to use (checked first).
+    """
+
+    threshold: float = 0.8
+    normalizer: str = "nfkc-casefold"
+    shingle: ShingleSpec = field(default_factory=ShingleSpec)
+    hash_algorithm: HashAlgorithm = "xxh64"
+    seed: int = 42
+    signature: SignatureKind = "minhash"
+    num_perm: int = 128
+    bands: int | None = None
+    rows: int | None = None
+    recall_target: float = 0.995
+    max_candidates: int = 64
+    max_bucket_size: int = 10_000
+    verify: VerifyMode = "exact"
+    max_document_bytes: int = 10 * 1024 * 1024
+    memory_limit: int = 4 * 1024**3
+
+    def __post_init__(self) -> None:
+        t = self.threshold
+        if isinstance(t, bool) or not isinstance(t, int | float) or not (0.0 < float(t) <= 1.0):
+            raise InvalidConfig("threshold", t, "must be in (0, 1]", "use e.g. threshold=0.8")
+        check_normalizer(self.normalizer)
+        if not isinstance(self.shingle, ShingleSpec):
+            raise InvalidConfig(
+                "shingle",
+                self.shingle,
+                "must be a ShingleSpec",
+                "pass ShingleSpec(kind='word', k=5) or ShingleSpec.parse('word:5')",
+            )
+        if self.hash_algorithm not in ("xxh64", "siphash24"):
+            raise InvalidConfig(
+                "hash_algorithm", self.hash_algorithm, "unknown algorithm", "use xxh64 or siphash24"
+            )
+        _check_int("seed", self.seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
+        if self.signature not in ("minhash", "oph"):
+            raise InvalidConfig("signature", self.signature, "unknown kind", "use minhash or oph")
+        _check_int("num_perm", self.num_perm, 1, _MAX_PERM, "use e.g. num_perm=128")
+        if self.verify not in ("exact", "estimate"):
+            raise InvalidConfig("verify", self.verify, "unknown mode", "use exact or estimate")
+        r = self.recall_target
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 < float(r) < 1.0:
+            raise InvalidConfig("recall_target", r, "must be in (0, 1)", "use e.g. 0.995")
+        _check_int("max_candidates", self.max_candidates, 1, 1 << 30, "use e.g. 64")
+        _check_int("max_bucket_size", self.max_bucket_size, 2, 1 << 40, "use e.g. 10000")
+        _check_int(
+            "max_document_bytes", self.max_document_bytes, 1, 1 << 40, "use e.g. 10485760 (10 MiB)"
+        )
+        _check_int("memory_limit", self.memory_limit, 1 << 20, 1 << 50, "use e.g. 4 GiB")
+        self._check_layout()
+
+    def _check_layout(self) -> None:
+        b, r, k = self.bands, self.rows, self.num_perm
+        if b is None and r is None:
+            return
+        if b is not None:
+            _check_int("bands", b, 1, k, f"use a divisor of num_perm={k}")
+        if r is not None:
+            _check_int("rows", r, 1, k, f"use a divisor of num_perm={k}")
+        if b is not None and r is not None:
+            # Both given: the layout may leave rows unbanded (they still sharpen the
+            # similarity estimate), but it cannot use more rows than there are.
+            if b * r > k:
+                raise InvalidConfig(
+                    "bands",
+                    b,
+                    f"bands*rows = {b * r} exceeds num_perm={k}",
+                    f"use rows={k // b} or num_perm={b * r}",
+                )
+            return
+        if b is not None and k % b != 0:
+            lo = (k // b) * b
+            raise InvalidConfig(
+                "num_perm",
+                k,
+                f"not divisible by bands={b}",
+                f"use num_perm={lo or b} or {lo + b} ({b} bands), or leave bands/rows unset",
+            )
+        if r is not None and k % r != 0:
+            raise InvalidConfig(
+                "rows",
+                r,
+                f"does not divide num_perm={k}",
+                f"use num_perm={math.ceil(k / r) * r}, or leave bands/rows unset",
+            )
+
+    @property
+    def layout(self) -> tuple[int, int]:
+        """The (bands, rows) actually used."""
+        if self.bands is not None:
+            return self.bands, self.rows or self.num_perm // self.bands
+        if self.rows is not None:
+            return self.num_perm // self.rows, self.rows
+        return default_layout(self.threshold, self.num_perm, recall=self.recall_target)
+
+    def estimated_memory_per_document(self, *, avg_bytes: int = 2048) -> int:
+        """Planned bytes per document of ``avg_bytes`` (UTF-8) in a batch run.
+
+        Counts the signature (4·k), band keys (8·b), the shingle-hash set (8 bytes
+        per distinct shingle: about one per 6 bytes for word shingles, one per byte
+        otherwise), three copies of the text (as read, as kept for output, and
+        normalized) and per-document bookkeeping.  Batch runs add a fixed
+        :data:`SCRATCH_BYTES` for the hashing buffers, which are reused per chunk.
+        """
+        bands, _ = self.layout
+        avg = max(avg_bytes, 1)
+        per_shingle = 6 if self.shingle.kind == "word" else 1
+        shingles = min(max(avg // per_shingle, 1), self.shingle.max_shingles)
+        return 4 * self.num_perm + 8 * bands + 8 * shingles + 3 * avg + 160
+
+    def max_documents_in_memory(self, *, avg_bytes: int = 2048) -> int:
+        """How many documents of ``avg_bytes`` fit in ``memory_limit``."""
+        room = max(self.memory_limit - SCRATCH_BYTES, 0)
+        return room // self.estimated_memory_per_document(avg_bytes=avg_bytes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["bands"], d["rows"] = self.layout
+        d["format_version"] = FORMAT_VERSION
+        return d
+
+    def result_fields(self) -> dict[str, Any]:
+        """Every field that can change a result, layout resolved (what
+        :attr:`fingerprint` is computed from)."""
+        d = self.to_dict()
+        del d["memory_limit"]
+        return d
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable 16-hex-digit fingerprint of every field that can change a result
+        (layout resolved).  ``memory_limit`` is left out: it decides how a run works
+        (in memory or out of core), never what it finds."""
+        return fingerprint(self.result_fields())
+
+    def differences(self, recorded: dict[str, Any]) -> str:
+        """The fields of :meth:`result_fields` that differ from ``recorded`` (another
+        config's), as ``--option: recorded vs this`` joined by ``; ``; empty if none."""
+        mine = _flat(self.result_fields())
+        theirs = _flat(recorded)
+        out = []
+        order = {name: i for i, name in enumerate(_FIELD_ORDER)}
+        for name in sorted(set(mine) | set(theirs), key=lambda n: (order.get(n, len(order)), n)):
+            if mine.get(name) != theirs.get(name):
+                label = f"--{name.replace('_', '-')}" if name in _CLI_FIELDS else name
+                out.append(f"{label}: {theirs.get(name)!r} in the index, {mine.get(name)!r} now")
+        return "; ".join(out)
+
+
+_CLI_FIELDS = frozenset(
+    {
+        "threshold",
+        "normalizer",
+        "shingle",
+        "max_shingles",
+        "seed",
+        "signature",
+        "num_perm",
+        "bands",
+        "rows",
+        "verify",
+        "max_document_bytes",
+    }
+)
+
+
+_FIELD_ORDER = (
+    *("threshold", "shingle", "max_shingles", "normalizer", "hash_algorithm", "seed"),
+    *("signature", "num_perm", "bands", "rows", "recall_target", "max_candidates"),
+    *("max_bucket_size", "verify", "max_document_bytes", "format_version"),
+)
+
+
+def _flat(d: dict[str, Any]) -> dict[str, Any]:
+    """``shingle`` as the option spells it (``word:5``) and its ``max_shingles`` apart."""
+    out = dict(d)
+    sh = out.pop("shingle", None)
+    if isinstance(sh, dict):
+        out["shingle"] = f"{sh.get('kind')}:{sh.get('k')}"
+        out["max_shingles"] = sh.get("max_shingles")
+    elif sh is not None:
+        out["shingle"] = sh
+    return out

@@ -1,0 +1,1 @@
+"""Other engines for the batch job (Ray)."""

@@ -1,0 +1,154 @@
+"""Stage 7 — clusters: connected components of verified edges.
+
+A cluster is a connected component of the graph whose edges are verified
+near-duplicate pairs (and exact-content duplicates).  Components are transitive
+by construction: if A~B and B~C, A and C share a cluster even when J(A, C) is
+below the threshold — which is why every cluster carries the edges that joined it.
+
+Representative rules (``keep=``), all deterministic:
+
+* ``first``: the member that came first in the input (lowest position);
+* ``longest`` / ``shortest``: the member with the most / fewest bytes of normalized
+  text, ties broken by position.
+
+Example:
+    >>> cs = build_clusters(4, [Edge(a=0, b=2, jaccard=0.9, estimate=0.88, band=3)])
+    >>> [(c.representative, c.members) for c in cs]
+    [(0, (0, 2))]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.core._errors import InvalidConfig
+
+__all__ = ["Cluster", "Edge", "KeepRule", "build_clusters", "choose_representative"]
+
+KeepRule = Literal["first", "longest", "shortest"]
+KEEP_RULES: tuple[str, ...] = ("first", "longest", "shortest")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Edge:
+    """A verified pair (``a < b`` by position).
+
+    ``jaccard`` is the exact score (None when verification was by estimate only,
+    which ``method`` then says); ``estimate`` the signature agreement; ``band``
+    the first LSH band in which the pair collided (None for exact-content
+    duplicates found by hash); ``method`` is ``exact``, ``estimate`` or ``identical``.
+    """
+
+    a: int
+    b: int
+    jaccard: float | None
+    estimate: float | None
+    band: int | None
+    method: str = "exact"
+    intersection: int | None = None
+    union: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "a": self.a,
+            "b": self.b,
+            "jaccard": self.jaccard,
+            "estimate": self.estimate,
+            "band": self.band,
+            "method": self.method,
+            "intersection": self.intersection,
+            "union": self.union,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cluster:
+    """A family of near duplicates: members (positions, ascending) and its edges."""
+
+    id: int
+    representative: int
+    members: tuple[int, ...]
+    edges: tuple[Edge, ...]
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "cluster": self.id,
+            "representative": self.representative,
+            "members": list(self.members),
+            "edges": [e.to_dict() for e in self.edges],
+        }
+
+
+def choose_representative(
+    members: Sequence[int], rule: str, lengths: npt.NDArray[np.int64] | None
+) -> int:
+    if rule == "first" or lengths is None:
+        return min(members)
+    if rule == "longest":
+        return min(members, key=lambda m: (-int(lengths[m]), m))
+    if rule == "shortest":
+        return min(members, key=lambda m: (int(lengths[m]), m))
+    raise InvalidConfig("keep", rule, "unknown representative rule", f"use one of {KEEP_RULES}")
+
+
+def build_clusters(
+    n: int,
+    edges: Iterable[Edge],
+    *,
+    keep: str = "first",
+    lengths: npt.NDArray[np.int64] | None = None,
+) -> list[Cluster]:
+    """Connected components (size >= 2) of ``edges`` over ``n`` items.
+
+    Clusters are numbered by their smallest member; members are ascending; each
+    cluster lists the edges inside it in the order given.
+    """
+    if keep not in KEEP_RULES:
+        raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
+    edge_list = list(edges)
+    if not edge_list:
+        return []
+    from neardup.kernels import _unionfind as UF  # numba loads only when clusters are built
+
+    m = len(edge_list)
+    ea = np.fromiter((e.a for e in edge_list), dtype=np.int64, count=m)
+    eb = np.fromiter((e.b for e in edge_list), dtype=np.int64, count=m)
+    # Union-find compiled, then grouping by sorting: a Python union-find and
+    # dictionaries took 0.05 s for 19k edges.
+    roots = UF.component_roots(n, ea, eb)
+    touched = np.unique(np.concatenate([ea, eb]))  # ascending
+    member_roots = roots[touched]
+    by_member = np.argsort(member_roots, kind="stable")  # members stay ascending
+    member_list = touched[by_member].tolist()
+    starts = np.flatnonzero(np.r_[True, np.diff(member_roots[by_member]) != 0])
+    ends = np.r_[starts[1:], len(member_list)]
+    edge_roots = roots[ea]
+    by_edge = np.argsort(edge_roots, kind="stable")  # edges keep their given order
+    edge_order = by_edge.tolist()
+    cluster_roots = member_roots[by_member][starts]
+    edge_starts = np.searchsorted(edge_roots[by_edge], cluster_roots, side="left").tolist()
+    edge_ends = np.searchsorted(edge_roots[by_edge], cluster_roots, side="right").tolist()
+    out: list[Cluster] = []
+    # Roots are the smallest members, so clusters come in order of their smallest
+    # member, as they are numbered.
+    for cid, (s, e, es, ee) in enumerate(
+        zip(starts.tolist(), ends.tolist(), edge_starts, edge_ends, strict=True)
+    ):
+        members = tuple(member_list[s:e])
+        out.append(
+            Cluster(
+                id=cid,
+                representative=choose_representative(members, keep, lengths),
+                members=members,
+                edges=tuple(edge_list[i] for i in edge_order[es:ee]),
+            )
+        )
+    return out

@@ -1,0 +1,3 @@
+"""Reading and writing corpora: formats, decompression, record ids, direct I/O,
+generated corpora.
+"""

@@ -1,0 +1,1 @@
+"""Families across splits: the family audit and the family-aware split."""

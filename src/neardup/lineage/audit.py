@@ -1,0 +1,336 @@
+"""``neardup audit`` and ``neardup split`` as library calls.
+
+:func:`run_audit` reads records with provenance (fields mapped by name), builds
+families (:func:`neardup.lineage.families.build_families`) and writes into ``output``
+(write-temp-then-rename, like the dedup job):
+
+* ``families.jsonl`` — one line per family with members, splits, flags and every
+  joining edge (kind, score, shared spans as offsets into the original texts);
+* ``audit.json`` — counts, cross-split leakage per split pair and per slice
+  (source, language, template, capture month), boilerplate suspects, parameters;
+* ``report.html`` — the same look as ``report.html`` of ``dedup``.
+
+It returns the audit; ``leaking_records > 0`` is what ``--fail-on-leakage`` turns
+into a non-zero exit status.  :func:`run_split` writes one file per split (records
+intact, input format) plus ``split.json`` with the achieved ratios, never dividing
+a family.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from neardup.batch.job import _commit, _json_id, prepare_output
+from neardup.core._errors import InputError, InvalidConfig
+from neardup.core.config import Config
+from neardup.core.leftovers import release
+from neardup.io.corpus import Corpus, read_corpus, write_subset
+from neardup.lineage.families import (
+    PROVENANCE_FIELDS,
+    FamilyResult,
+    Provenance,
+    build_families,
+    cross_split_leakage,
+    family_split,
+    read_decisions,
+)
+from neardup.text.hashing import HashKey
+
+__all__ = ["record_fields", "run_audit", "run_split"]
+
+
+def record_fields(corpus: Corpus, names: Sequence[str]) -> list[dict[str, Any]]:
+    """The values of ``names`` for every record of ``corpus`` (missing: absent key)."""
+    if not names:
+        return [{} for _ in range(len(corpus))]
+    out: list[dict[str, Any]] = []
+    if corpus.format == "jsonl":
+        for raw in corpus.raw_lines:
+            rec = json.loads(raw)
+            out.append({k: rec[k] for k in names if k in rec and rec[k] is not None})
+    elif corpus.format == "csv":
+        for row in corpus.csv_rows:
+            out.append({k: row[k] for k in names if row.get(k) not in (None, "")})
+    elif corpus.format == "txt":
+        out = [{} for _ in range(len(corpus))]
+    else:
+        cols: dict[int, dict[str, list[Any]]] = {}
+        for ti, tb in enumerate(corpus.tables):
+            cols[ti] = {k: tb.column(k).to_pylist() for k in names if k in tb.column_names}
+        for ti, ri in corpus.row_index:
+            out.append({k: v[ri] for k, v in cols[ti].items() if v[ri] is not None})
+    return out
+
+
+def _provenance(corpus: Corpus, mapping: Mapping[str, str]) -> list[Provenance]:
+    bad = sorted(set(mapping) - set(PROVENANCE_FIELDS))
+    if bad:
+        raise InvalidConfig(
+            "provenance field", bad, "unknown", f"map only {', '.join(PROVENANCE_FIELDS)}"
+        )
+    cols = {v: k for k, v in mapping.items()}
+    rows = record_fields(corpus, list(cols))
+    return [Provenance.from_mapping({cols[c]: v for c, v in r.items()}) for r in rows]
+
+
+def _load(
+    inputs: Sequence[str],
+    text_field: str,
+    id_field: str | None,
+    fields: Mapping[str, str],
+    skip_bad: bool,
+) -> tuple[Corpus, list[Any], list[Provenance]]:
+    corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
+    ids = [_json_id(i) for i in corpus.ids]
+    if len({str(i) for i in ids}) != len(ids):
+        raise InputError(
+            inputs[0], None, "record ids are not unique", "pass an --id-field with unique ids"
+        )
+    return corpus, ids, _provenance(corpus, fields)
+
+
+def _families(
+    corpus: Corpus,
+    ids: list[Any],
+    prov: list[Provenance],
+    config: Config,
+    key: HashKey | None,
+    method: str,
+    decisions: str | None,
+    ignore_boilerplate: bool,
+    large_family: int,
+) -> FamilyResult:
+    return build_families(
+        corpus.texts,
+        prov,
+        ids=ids,
+        config=config,
+        key=key,
+        method=method,  # type: ignore[arg-type]
+        decisions=read_decisions(decisions) if decisions else (),
+        ignore_boilerplate=ignore_boilerplate,
+        large_family=large_family,
+    )
+
+
+def run_audit(
+    inputs: Sequence[str],
+    output: str | None,
+    *,
+    fields: Mapping[str, str],
+    config: Config | None = None,
+    key: HashKey | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    method: str = "lsh",
+    decisions: str | None = None,
+    ignore_boilerplate: bool = False,
+    large_family: int = 50,
+    skip_bad: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Audit ``inputs`` (``fields`` maps provenance names, e.g. ``{"split": "split"}``,
+    to columns); write the outputs into ``output`` unless it is None; return the audit.
+    """
+    cfg = config or Config()
+    tmp = None if output is None else prepare_output(output, overwrite, list(inputs))
+    try:
+        corpus, ids, prov = _load(inputs, text_field, id_field, fields, skip_bad)
+        fam = _families(
+            corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, large_family
+        )
+        leak = cross_split_leakage(fam)
+        audit = {
+            "inputs": list(inputs),
+            "fields": dict(fields),
+            **fam.stats,
+            "leakage": leak,
+            "boilerplate_suspects": [
+                {"shingle_hash": f"{h:016x}", "documents": c} for h, c in fam.boilerplate[:50]
+            ],
+            "bad_records": len(corpus.bad),
+        }
+        if tmp is None or output is None:
+            return audit
+        with open(os.path.join(tmp, "families.jsonl"), "w", encoding="utf-8") as fh:
+            for f in fam.families:
+                fh.write(json.dumps(f.to_dict(ids), ensure_ascii=False, sort_keys=True) + "\n")
+        with open(os.path.join(tmp, "audit.json"), "w", encoding="utf-8") as fh:
+            json.dump(audit, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
+            fh.write(_audit_html(fam, ids, corpus.texts, audit))
+        _commit(tmp, output)
+        tmp = None
+        return audit
+    finally:
+        if tmp is not None:
+            release(tmp)
+
+
+def parse_ratios(text: str) -> dict[str, float]:
+    """``train=0.8,valid=0.1,test=0.1`` → a dict (shares are normalized later)."""
+    out: dict[str, float] = {}
+    for part in text.split(","):
+        name, sep, val = part.partition("=")
+        try:
+            share = float(val)
+        except ValueError:
+            share = -1.0
+        if not sep or not name.strip() or not share > 0 or name.strip() in out:
+            raise InvalidConfig(
+                "ratios", text, f"cannot read {part!r}", "write e.g. train=0.8,valid=0.1,test=0.1"
+            )
+        out[name.strip()] = share
+    return out
+
+
+def run_split(
+    inputs: Sequence[str],
+    output: str,
+    *,
+    ratios: Mapping[str, float],
+    seed: int = 0,
+    fields: Mapping[str, str] | None = None,
+    stratify_field: str | None = None,
+    config: Config | None = None,
+    key: HashKey | None = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    method: str = "lsh",
+    decisions: str | None = None,
+    ignore_boilerplate: bool = False,
+    skip_bad: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Any]:
+    """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report."""
+    cfg = config or Config()
+    tmp: str | None = prepare_output(output, overwrite, list(inputs))
+    try:
+        corpus, ids, prov = _load(inputs, text_field, id_field, fields or {}, skip_bad)
+        fam = _families(corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9)
+        strat = None
+        if stratify_field is not None:
+            vals = record_fields(corpus, [stratify_field])
+            strat = [None if stratify_field not in v else str(v[stratify_field]) for v in vals]
+        assignment, report = family_split(fam, ratios, seed=seed, ids=ids, stratify=strat)
+        if tmp is None:  # pragma: no cover - set above
+            raise InvalidConfig("output", output, "no working folder", "retry")
+        for name in ratios:
+            rows = [i for i, s in enumerate(assignment) if s == name]
+            write_subset(corpus, rows, os.path.join(tmp, name))
+        report.update(
+            {
+                "inputs": list(inputs),
+                "stratify_field": stratify_field,
+                "families_with_2_or_more": len(fam.families),
+                "config_fingerprint": fam.stats["config_fingerprint"],
+            }
+        )
+        with open(os.path.join(tmp, "split.json"), "w", encoding="utf-8") as fh:
+            json.dump(report, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        _commit(tmp, output)
+        tmp = None
+        return report
+    finally:
+        if tmp is not None:
+            release(tmp)
+
+
+def _audit_html(
+    fam: FamilyResult, ids: Sequence[Any], texts: Sequence[str], a: dict[str, Any]
+) -> str:
+    from collections import Counter
+
+    from neardup.batch.report import _CSS, _bars, _highlight
+
+    leak = a["leakage"]
+    cards = [
+        ("records", a["records"]),
+        ("families", a["families"]),
+        ("records in families", a["records_in_families"]),
+        ("leaking records", leak["leaking_records"]),
+        ("flagged families", a["flagged_families"]),
+        ("reviewer-confirmed", a["reviewer_confirmed_families"]),
+    ]
+    rows = [
+        ("exact duplicates", a["exact_duplicates"]),
+        ("near-duplicate candidates", a["near_duplicate_candidates"]),
+        ("verified pairs", a["verified_pairs"]),
+        ("near edges kept", a["near_edges"]),
+        ("edges by kind", ", ".join(f"{k} {v}" for k, v in a["edges"].items())),
+        ("edges that depend on boilerplate", a["edges_depending_on_boilerplate"]),
+        ("dropped by --ignore-boilerplate", a["dropped_by_boilerplate"]),
+        ("text edges overridden by lineage", a["overridden_by_lineage"]),
+        ("edges cut by reviewers", a["cut_by_review"]),
+        ("boilerplate suspect shingles", a["boilerplate_shingles"]),
+        ("threshold", a["threshold"]),
+        ("config fingerprint", a["config_fingerprint"]),
+    ]
+    esc = html.escape
+    sizes = Counter(len(f) for f in fam.families)
+    leak_rows = "".join(
+        f"<tr><td>{esc(k)}</td><td class='n'>{v}</td></tr>" for k, v in leak["pairs"].items()
+    ) or "<tr><td colspan='2' class='muted'>no family straddles splits</td></tr>"
+    slices = "".join(
+        f"<h3>by {esc(name)}</h3><table>"
+        + "".join(f"<tr><td>{esc(k)}</td><td class='n'>{v}</td></tr>" for k, v in vals.items())
+        + "</table>"
+        for name, vals in leak["by"].items()
+    )
+    shown = sorted(fam.families, key=lambda f: (-bool(f.flags), -len(f), f.id))[:10]
+    sections = []
+    for f in shown:
+        sections.append(
+            f"<h3>Family {f.id}: {len(f)} members, splits "
+            f"{esc(json.dumps(f.splits))}</h3><p class='edge'>"
+            + esc("; ".join(f.flags) or "no flags")
+            + "</p>"
+        )
+        for e in f.edges[:3]:
+            head = (
+                f"<p class='edge'>{esc(str(ids[e.a]))} — {esc(str(ids[e.b]))}: {e.kind}"
+                + (f", J = {e.score:.3f}" if e.score is not None else "")
+                + (f", {esc(e.reason)}" if e.reason else "")
+                + (
+                    f", J without boilerplate {e.score_without_boilerplate:.3f}"
+                    if e.score_without_boilerplate is not None
+                    else ""
+                )
+                + (f" — <b>{esc('; '.join(e.flags))}</b>" if e.flags else "")
+                + "</p>"
+            )
+            sections.append(
+                head + f"<div class='pair'><pre>{_highlight(texts[e.a], list(e.spans_a))}</pre>"
+                f"<pre>{_highlight(texts[e.b], list(e.spans_b))}</pre></div>"
+            )
+    card_html = "".join(
+        f"<div class='card'><b>{esc(str(v))}</b>{esc(k)}</div>" for k, v in cards
+    )
+    table_html = "".join(
+        f"<tr><td>{esc(k)}</td><td class='n'>{esc(str(v))}</td></tr>" for k, v in rows
+    )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<title>neardup audit</title><style>" + _CSS + "</style></head><body>"
+        "<h1>neardup audit</h1><p class='muted'>"
+        + esc(", ".join(a["inputs"])[:300])
+        + "</p><div class='cards'>"
+        + card_html
+        + "</div><h2>Run</h2><table>"
+        + table_html
+        + "</table><h2>Cross-split leakage (records of A with a relative in B)</h2><table>"
+        + leak_rows
+        + "</table>"
+        + slices
+        + "<h2>Family sizes</h2>"
+        + _bars([(str(k), v) for k, v in sorted(sizes.items())], "family sizes")
+        + "<h2>Families to review</h2>"
+        + ("".join(sections) or "<p class='muted'>none</p>")
+        + "</body></html>\n"
+    )

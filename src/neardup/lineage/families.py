@@ -1,0 +1,603 @@
+"""Families: who is a relative of whom, with evidence — and what that means for splits.
+
+A **family** is a connected component over three kinds of edges:
+
+* ``exact`` — same normalized content (content hash, then equal shingle sets);
+* ``near`` — a verified near duplicate: exact Jaccard of the shingle sets >= the
+  threshold (never an estimate);
+* ``lineage`` — the records say so: same ``origin_id`` (revisions of one origin,
+  chained in ``revision_id`` / ``captured_at`` / input order).
+
+Lineage is preferred over text when it is known: with ``trust_lineage`` (default),
+a text edge between two records whose ``origin_id`` values are both given and
+differ is **not** a family edge (it is kept in ``overridden`` as evidence).
+Normalization is only for finding candidates: every near edge carries the shared
+spans as character offsets into the *original* texts.
+
+Boilerplate: a shingle found in at least ``boilerplate_min_docs`` documents and in
+at least ``boilerplate_fraction`` of them is a boilerplate suspect (footers,
+templates, navigation).  Each near edge records the Jaccard it keeps without those
+shingles; with ``ignore_boilerplate`` edges that fall below the threshold without
+them are dropped (``dropped_by_boilerplate``).  (Pairs that would only *reach* the
+threshold once boilerplate is removed — one side has a footer, the other not — are
+not searched for; their Jaccard with the footer is below the threshold.)
+
+Review flags: a family larger than ``large_family``; a family whose ``label`` values
+differ; an edge whose shared text hides a different number ("47" vs "48") or a
+negation present on one side only ("was" vs "was not").  Reviewer decisions
+(:class:`Decision`, JSONL) confirm an edge or cut it; cut edges are removed before
+components are formed, and a family all of whose text edges are confirmed counts as
+reviewer-confirmed.
+
+Example (the seed's three tickets and an empty one):
+    >>> texts = ["Gateway west rejected retry for request 47 after timeout",
+    ...          "Gateway west rejected retry for request 47 after timeout again",
+    ...          "Billing north confirmed refund for invoice 82", ""]
+    >>> from neardup import Config, ShingleSpec
+    >>> fam = build_families(texts, config=Config(threshold=0.7,
+    ...                      shingle=ShingleSpec(kind="word", k=2)))
+    >>> [f.members for f in fam.families]
+    [(0, 1)]
+    >>> fam.family_of.tolist()
+    [0, 0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from neardup.batch.pipeline import find_duplicates
+from neardup.core._errors import InputError, InvalidConfig
+from neardup.core._provenance import PROVENANCE_FIELDS
+from neardup.core.config import Config
+from neardup.kernels._unionfind import UnionFind
+from neardup.text.hashing import HashKey
+from neardup.verify.explain import spans_for_pairs
+
+__all__ = [
+    "PROVENANCE_FIELDS",
+    "Decision",
+    "Family",
+    "FamilyEdge",
+    "FamilyResult",
+    "Provenance",
+    "build_families",
+    "cross_split_leakage",
+    "family_split",
+    "read_decisions",
+]
+
+EdgeKind = Literal["exact", "near", "lineage"]
+
+_NUM = re.compile(r"\d+(?:[.,]\d+)*")
+_NEG = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot)\b|n't\b")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Provenance:
+    """Optional facts about a record; None when unknown."""
+
+    origin_id: str | None = None
+    revision_id: str | None = None
+    split: str | None = None
+    source: str | None = None
+    language: str | None = None
+    template: str | None = None
+    captured_at: str | None = None
+    label: str | None = None
+
+    @classmethod
+    def from_mapping(cls, m: Mapping[str, Any]) -> Provenance:
+        return cls(**{k: None if m.get(k) is None else str(m[k]) for k in PROVENANCE_FIELDS})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FamilyEdge:
+    """An edge that joined a family (``a < b`` by position)."""
+
+    a: int
+    b: int
+    kind: EdgeKind
+    score: float | None
+    reason: str = ""
+    spans_a: tuple[tuple[int, int], ...] = ()
+    spans_b: tuple[tuple[int, int], ...] = ()
+    score_without_boilerplate: float | None = None
+    flags: tuple[str, ...] = ()
+    confirmed: bool = False
+
+    def to_dict(self, ids: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "a": ids[self.a],
+            "b": ids[self.b],
+            "kind": self.kind,
+            "score": self.score,
+            "reason": self.reason,
+            "spans_a": [list(s) for s in self.spans_a],
+            "spans_b": [list(s) for s in self.spans_b],
+            "score_without_boilerplate": self.score_without_boilerplate,
+            "flags": list(self.flags),
+            "confirmed": self.confirmed,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Family:
+    """A connected component of two or more records, with the edges that joined it."""
+
+    id: int
+    members: tuple[int, ...]
+    edges: tuple[FamilyEdge, ...]
+    splits: dict[str, int]
+    flags: tuple[str, ...]
+    confirmed: bool
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def to_dict(self, ids: Sequence[Any]) -> dict[str, Any]:
+        return {
+            "family": self.id,
+            "members": [ids[m] for m in self.members],
+            "size": len(self.members),
+            "splits": self.splits,
+            "flags": list(self.flags),
+            "reviewer_confirmed": self.confirmed,
+            "edges": [e.to_dict(ids) for e in self.edges],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A reviewer's word on one edge: ``confirm`` it or ``split`` (cut) it."""
+
+    a: str
+    b: str
+    decision: Literal["confirm", "split"]
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class FamilyResult:
+    """Families of a batch.  ``family_of[i]`` is i's family id; records without
+    relatives get ids of their own after the families (so every record has one)."""
+
+    n: int
+    families: list[Family]
+    family_of: npt.NDArray[np.int64]
+    provenance: list[Provenance]
+    boilerplate: list[tuple[int, int]]  # (shingle hash, document count), most common first
+    overridden: list[FamilyEdge]
+    dropped_by_boilerplate: list[FamilyEdge]
+    cut_by_review: int
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def read_decisions(path: str) -> list[Decision]:
+    """Reviewer decisions, one JSON object per line: ``{"a": ID, "b": ID,
+    "decision": "confirm" | "split"}`` (ids as in the input's id field)."""
+    out: list[Decision] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read ({exc})", "check the path") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise InputError(path, n, "not valid JSON", "write one object per line") from exc
+        if not isinstance(rec, dict) or rec.get("decision") not in ("confirm", "split"):
+            raise InputError(
+                path, n, "needs a, b and decision confirm|split", 'e.g. {"a": 1, "b": 2, '
+                '"decision": "split"}'
+            )
+        if "a" not in rec or "b" not in rec:
+            raise InputError(path, n, "needs both a and b", "name the edge's two records")
+        out.append(Decision(str(rec["a"]), str(rec["b"]), rec["decision"]))
+    return out
+
+
+def _review_flags(ta: str, tb: str, spans_a: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+    flags = []
+    na, nb = Counter(_NUM.findall(ta)), Counter(_NUM.findall(tb))
+    if na != nb:
+        only_a = sorted((na - nb).elements())[:3]
+        only_b = sorted((nb - na).elements())[:3]
+        flags.append(f"number differs: {' '.join(only_a) or '-'} vs {' '.join(only_b) or '-'}")
+    ga = len(_NEG.findall(ta.casefold()))
+    gb = len(_NEG.findall(tb.casefold()))
+    if ga != gb:
+        flags.append(f"negation differs: {ga} vs {gb}")
+    return tuple(flags)
+
+
+def _boilerplate(
+    data: npt.NDArray[np.uint64], indptr: npt.NDArray[np.int64], min_docs: int, fraction: float
+) -> tuple[npt.NDArray[np.uint64], list[tuple[int, int]]]:
+    n = indptr.shape[0] - 1
+    if data.size == 0 or n == 0:
+        return np.zeros(0, dtype=np.uint64), []
+    vals, counts = np.unique(data, return_counts=True)  # sets are distinct per document
+    need = max(min_docs, math.ceil(fraction * n))
+    hot = counts >= need
+    order = np.lexsort((vals[hot], -counts[hot]))
+    listed = [(int(v), int(c)) for v, c in zip(vals[hot][order], counts[hot][order], strict=True)]
+    return np.sort(vals[hot]), listed
+
+
+def _jaccard_without(
+    data: npt.NDArray[np.uint64],
+    indptr: npt.NDArray[np.int64],
+    a: int,
+    b: int,
+    hot: npt.NDArray[np.uint64],
+) -> float:
+    sa = data[indptr[a] : indptr[a + 1]]
+    sb = data[indptr[b] : indptr[b + 1]]
+    if hot.size:
+        sa = sa[~np.isin(sa, hot, assume_unique=True)]
+        sb = sb[~np.isin(sb, hot, assume_unique=True)]
+    inter = np.intersect1d(sa, sb, assume_unique=True).size
+    union = sa.size + sb.size - inter
+    return float(inter / union) if union else 0.0
+
+
+def _natural(value: str | None) -> tuple[tuple[int, int | str], ...]:
+    """Sort key reading digit runs as numbers ("r2" before "r10")."""
+    if value is None:
+        return ()
+    return tuple(
+        (0, int(part)) if part.isascii() and part.isdigit() else (1, part)
+        for part in re.findall(r"\d+|\D+", value)
+    )
+
+
+def _lineage_edges(prov: Sequence[Provenance]) -> list[FamilyEdge]:
+    by_origin: dict[str, list[int]] = defaultdict(list)
+    for i, p in enumerate(prov):
+        if p.origin_id is not None:
+            by_origin[p.origin_id].append(i)
+    out = []
+    for origin, members in sorted(by_origin.items()):
+        chain = sorted(
+            members,
+            key=lambda i: (_natural(prov[i].revision_id), prov[i].captured_at or "", i),
+        )
+        for x, y in itertools.pairwise(chain):
+            a, b = min(x, y), max(x, y)
+            rev = " -> ".join(str(prov[i].revision_id) for i in (x, y) if prov[i].revision_id)
+            out.append(
+                FamilyEdge(
+                    a=a,
+                    b=b,
+                    kind="lineage",
+                    score=None,
+                    reason=f"origin_id {origin}" + (f" (revisions {rev})" if rev else ""),
+                    confirmed=True,
+                )
+            )
+    return out
+
+
+def build_families(
+    texts: Sequence[str],
+    provenance: Sequence[Provenance] | None = None,
+    *,
+    ids: Sequence[Any] | None = None,
+    config: Config | None = None,
+    key: HashKey | None = None,
+    method: Literal["lsh", "exact"] = "lsh",
+    trust_lineage: bool = True,
+    ignore_boilerplate: bool = False,
+    boilerplate_min_docs: int = 20,
+    boilerplate_fraction: float = 0.01,
+    large_family: int = 50,
+    decisions: Iterable[Decision] = (),
+    spans: bool = True,
+) -> FamilyResult:
+    """Families of ``texts`` (see the module docs for the edge kinds and flags).
+
+    Guarantees: every ``near`` edge has exact Jaccard >= ``config.threshold``
+    (recall is that of :func:`neardup.find_duplicates`: a pair at the threshold is a
+    candidate with the predicted probability in ``stats``; ``method="exact"`` finds
+    all).  Deterministic for the same inputs and config.
+    """
+    cfg = config or Config()
+    n = len(texts)
+    prov = list(provenance) if provenance is not None else [Provenance()] * n
+    if len(prov) != n:
+        raise InvalidConfig("provenance", len(prov), f"need one per text ({n})", "align them")
+    if not 0 < boilerplate_fraction <= 1 or boilerplate_min_docs < 2 or large_family < 2:
+        raise InvalidConfig(
+            "boilerplate/large_family",
+            (boilerplate_fraction, boilerplate_min_docs, large_family),
+            "out of range",
+            "use a fraction in (0, 1], min docs >= 2, large_family >= 2",
+        )
+    id_list = list(ids) if ids is not None else list(range(n))
+    pos_of = {str(x): i for i, x in enumerate(id_list)}
+    res = find_duplicates(texts, config=cfg, key=key, method=method, edges="all")
+    sets = res.sets
+    if sets is None:  # pragma: no cover - find_duplicates always keeps them
+        raise InvalidConfig("sets", None, "no shingle sets", "rerun")
+    hot, listed = _boilerplate(sets.data, sets.indptr, boilerplate_min_docs, boilerplate_fraction)
+
+    review: dict[tuple[int, int], str] = {}
+    for d in decisions:
+        if d.a not in pos_of or d.b not in pos_of:
+            raise InvalidConfig(
+                "decision", (d.a, d.b), "names an unknown record", "use ids of the input"
+            )
+        x, y = pos_of[d.a], pos_of[d.b]
+        review[(min(x, y), max(x, y))] = d.decision
+
+    t = float(cfg.threshold)
+    near_pairs = [
+        (e.a, e.b)
+        for e in res.edges
+        if e.method != "identical" and spans and len(texts[e.a]) + len(texts[e.b]) < 400_000
+    ]
+    span_of = dict(
+        zip(
+            near_pairs,
+            spans_for_pairs(texts, near_pairs, cfg.shingle, normalizer=cfg.normalizer),
+            strict=True,
+        )
+    )
+    kept_edges: list[FamilyEdge] = []
+    overridden: list[FamilyEdge] = []
+    dropped: list[FamilyEdge] = []
+    cut = 0
+    for e in res.edges:
+        a, b = e.a, e.b
+        kind: EdgeKind = "exact" if e.method == "identical" else "near"
+        score = 1.0 if kind == "exact" else e.jaccard
+        sp_a: tuple[tuple[int, int], ...] = ()
+        sp_b: tuple[tuple[int, int], ...] = ()
+        flags: tuple[str, ...] = ()
+        wob = None
+        if kind == "near":
+            wob = _jaccard_without(sets.data, sets.indptr, a, b, hot)
+            if (a, b) in span_of:
+                got_a, got_b = span_of[(a, b)]
+                sp_a, sp_b = tuple(got_a), tuple(got_b)
+            flags = _review_flags(texts[a], texts[b], sp_a)
+        fe = FamilyEdge(
+            a=a,
+            b=b,
+            kind=kind,
+            score=score,
+            spans_a=sp_a,
+            spans_b=sp_b,
+            score_without_boilerplate=wob,
+            flags=flags,
+            confirmed=review.get((a, b)) == "confirm",
+        )
+        oa, ob = prov[a].origin_id, prov[b].origin_id
+        if trust_lineage and oa is not None and ob is not None and oa != ob:
+            overridden.append(fe)
+            continue
+        if review.get((a, b)) == "split":
+            cut += 1
+            continue
+        if ignore_boilerplate and wob is not None and wob < t:
+            dropped.append(fe)
+            continue
+        kept_edges.append(fe)
+    for le in _lineage_edges(prov):
+        if review.get((le.a, le.b)) == "split":
+            cut += 1
+            continue
+        kept_edges.append(le)
+
+    uf = UnionFind(n)
+    for fe in kept_edges:
+        uf.union(fe.a, fe.b)
+    roots = uf.roots()
+    comp: dict[int, list[int]] = defaultdict(list)
+    for i in range(n):
+        comp[int(roots[i])].append(i)
+    multi = sorted((m for m in comp.values() if len(m) > 1), key=lambda m: m[0])
+    edges_of: dict[int, list[FamilyEdge]] = defaultdict(list)
+    for fe in sorted(kept_edges, key=lambda x: (x.a, x.b, x.kind)):
+        edges_of[int(roots[fe.a])].append(fe)
+    family_of = np.empty(n, dtype=np.int64)
+    families = []
+    for fid, members in enumerate(multi):
+        root = int(roots[members[0]])
+        family_of[members] = fid
+        fedges = edges_of[root]
+        splits = Counter(prov[m].split or "" for m in members)
+        labels: set[str] = {lb for m in members if (lb := prov[m].label) is not None}
+        fflags = []
+        if len(members) >= large_family:
+            fflags.append(f"large family ({len(members)} members)")
+        if len(labels) > 1:
+            fflags.append("mixed labels: " + ", ".join(sorted(labels)))
+        if any(e.flags for e in fedges):
+            fflags.append("edge with a different number or negation")
+        text_edges = [e for e in fedges if e.kind != "lineage"]
+        confirmed = bool(text_edges) and all(e.confirmed for e in text_edges)
+        families.append(
+            Family(
+                id=fid,
+                members=tuple(members),
+                edges=tuple(fedges),
+                splits={k: v for k, v in sorted(splits.items()) if k},
+                flags=tuple(fflags),
+                confirmed=confirmed,
+            )
+        )
+    nxt = len(families)
+    for members in sorted(comp.values(), key=lambda m: m[0]):
+        if len(members) == 1:
+            family_of[members[0]] = nxt
+            nxt += 1
+    depended = sum(
+        1 for e in kept_edges + dropped if e.score_without_boilerplate is not None
+        and e.score_without_boilerplate < t
+    )
+    kinds = Counter(e.kind for e in kept_edges)
+    stats: dict[str, Any] = {
+        "records": n,
+        "families": len(families),
+        "records_in_families": int(sum(len(f) for f in families)),
+        "largest_family": max((len(f) for f in families), default=0),
+        "edges": {k: kinds[k] for k in sorted(kinds)},
+        "exact_duplicates": int(res.stats.get("exact_duplicates", 0)),
+        "near_duplicate_candidates": int(res.stats.get("candidate_pairs", 0)),
+        "verified_pairs": int(res.stats.get("verified_pairs", 0)),
+        "near_edges": sum(1 for e in kept_edges if e.kind == "near"),
+        "edges_depending_on_boilerplate": depended,
+        "dropped_by_boilerplate": len(dropped),
+        "overridden_by_lineage": len(overridden),
+        "cut_by_review": cut,
+        "reviewer_confirmed_families": sum(1 for f in families if f.confirmed),
+        "flagged_families": sum(1 for f in families if f.flags),
+        "boilerplate_shingles": len(listed),
+        "predicted_recall_at_threshold": res.stats.get("predicted_recall_at_threshold"),
+        "threshold": t,
+        "config_fingerprint": res.config_fingerprint,
+    }
+    return FamilyResult(n, families, family_of, prov, listed, overridden, dropped, cut, stats)
+
+
+def cross_split_leakage(
+    result: FamilyResult, *, slices: Sequence[str] = ("source", "language", "template")
+) -> dict[str, Any]:
+    """For each ordered pair of splits (A, B): how many A records have a relative in B.
+
+    Also sliced by each provenance field in ``slices`` (and by ``captured_at`` month)
+    when the records carry it.  ``leaking_records`` is the number of records with a
+    relative in another split; 0 means no family straddles splits.
+
+    >>> from neardup import Config, ShingleSpec
+    >>> texts = ["alpha beta gamma delta", "alpha beta gamma delta", "x y z w"]
+    >>> prov = [Provenance(split="train"), Provenance(split="test"), Provenance(split="test")]
+    >>> fam = build_families(texts, prov, config=Config(shingle=ShingleSpec(kind="word", k=2)))
+    >>> cross_split_leakage(fam)["pairs"]["test->train"]
+    1
+    """
+    prov = result.provenance
+    pairs: Counter[str] = Counter()
+    per_slice: dict[str, Counter[str]] = defaultdict(Counter)
+    leaking: set[int] = set()
+    for fam in result.families:
+        by_split: dict[str, list[int]] = defaultdict(list)
+        for m in fam.members:
+            s = prov[m].split
+            if s is not None:
+                by_split[s].append(m)
+        if len(by_split) < 2:
+            continue
+        for sa, ma in by_split.items():
+            for sb in by_split:
+                if sa == sb:
+                    continue
+                pairs[f"{sa}->{sb}"] += len(ma)
+            leaking.update(ma)
+    for m in sorted(leaking):
+        p = prov[m]
+        for name in slices:
+            v = getattr(p, name)
+            if v is not None:
+                per_slice[name][v] += 1
+        if p.captured_at:
+            per_slice["captured_month"][p.captured_at[:7]] += 1
+    split_sizes = Counter(p.split for p in prov if p.split is not None)
+    return {
+        "splits": dict(sorted(split_sizes.items())),
+        "pairs": dict(sorted(pairs.items())),
+        "leaking_records": len(leaking),
+        "leaking_families": sum(
+            1 for f in result.families if len({prov[m].split for m in f.members} - {None}) > 1
+        ),
+        "by": {k: dict(sorted(v.items())) for k, v in sorted(per_slice.items())},
+    }
+
+
+def _seeded_rank(seed: int, key: str) -> bytes:
+    return hashlib.blake2b(f"{seed}\x00{key}".encode(), digest_size=8).digest()
+
+
+def family_split(
+    result: FamilyResult,
+    ratios: Mapping[str, float],
+    *,
+    seed: int = 0,
+    ids: Sequence[Any] | None = None,
+    stratify: Sequence[str | None] | None = None,
+) -> tuple[list[str], dict[str, Any]]:
+    """Assign every record to a split so that no family is divided.
+
+    Families (singletons included) are placed largest first, ties in an order drawn
+    from ``seed``; each goes to the split furthest below its target share.  With
+    ``stratify`` (one value per record) this runs per stratum (a family's stratum is
+    its most common value).  Deterministic for the same families, ratios and seed.
+    Returns the split of each record and a report with the achieved ratios.
+
+    >>> from neardup import Config, ShingleSpec
+    >>> fam = build_families(["a b c d", "a b c d", "e f g h", "i j k l"],
+    ...                      config=Config(shingle=ShingleSpec(kind="word", k=2)))
+    >>> splits, rep = family_split(fam, {"train": 0.5, "test": 0.5}, seed=1)
+    >>> splits[0] == splits[1]
+    True
+    """
+    if not ratios or any(not (v > 0) for v in ratios.values()):
+        raise InvalidConfig(
+            "ratios", dict(ratios), "need positive shares", "e.g. train=0.8,test=0.2"
+        )
+    total = float(sum(ratios.values()))
+    share = {k: v / total for k, v in ratios.items()}
+    names = list(share)
+    id_list = list(ids) if ids is not None else list(range(result.n))
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, f in enumerate(result.family_of.tolist()):
+        groups[f].append(i)
+    strata: dict[str, list[list[int]]] = defaultdict(list)
+    for members in groups.values():
+        if stratify is None:
+            s = ""
+        else:
+            vals = Counter(stratify[m] or "" for m in members)
+            s = sorted(vals.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+        strata[s].append(members)
+    out = [""] * result.n
+    for s in sorted(strata):
+        fams = sorted(
+            strata[s], key=lambda m: (-len(m), _seeded_rank(seed, f"{s}\x00{id_list[m[0]]}"))
+        )
+        count = dict.fromkeys(names, 0)
+        size = sum(len(m) for m in fams)
+        for members in fams:
+            # the split furthest below its target (ties: larger share, then order)
+            best = max(
+                names, key=lambda k: (share[k] * size - count[k], share[k], -names.index(k))
+            )
+            count[best] += len(members)
+            for m in members:
+                out[m] = best
+    achieved = Counter(out)
+    report = {
+        "target": {k: round(v, 6) for k, v in share.items()},
+        "achieved": {k: round(achieved.get(k, 0) / max(result.n, 1), 6) for k in names},
+        "records": {k: achieved.get(k, 0) for k in names},
+        "families": len(groups),
+        "largest_family": max((len(m) for m in groups.values()), default=0),
+        "seed": seed,
+        "stratified": stratify is not None,
+    }
+    return out, report

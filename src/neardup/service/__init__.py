@@ -1,0 +1,3 @@
+"""The multi-tenant HTTP service: tenants, command log, embedded store, band index,
+decisions, feedback, auth, routes, workers.
+"""

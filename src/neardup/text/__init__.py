@@ -1,0 +1,3 @@
+"""Text to features: versioned normalizers, tokens and shingles, seeded and keyed
+shingle hashes.
+"""

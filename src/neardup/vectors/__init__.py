@@ -1,0 +1,3 @@
+"""Vectors: SimHash/hyperplanes, p-stable and ICWS sketches, Hamming bands, exact
+vector verification.
+"""

@@ -1,0 +1,1 @@
+"""Exact scores of candidate pairs, brute-force and AllPairs oracles, explanations of a match."""

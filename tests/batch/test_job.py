@@ -1,0 +1,67 @@
+"""Unit tests of the batch job's own helpers (the job end to end is in test_cli)."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neardup.batch.job import _ClusterLines
+from neardup.graph.cluster import Cluster, Edge
+
+_ids = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=8),
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.none(),
+)
+_score = st.one_of(st.none(), st.floats(0, 1), st.just(1.0), st.integers(0, 1))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(_ids, min_size=2, max_size=6),
+    data=st.data(),
+    new_id=st.integers(0, 10**6),
+)
+def test_cluster_lines_equal_json_dumps(
+    ids: list[object], data: st.DataObject, new_id: int
+) -> None:
+    n = len(ids)
+    pos = st.integers(0, n - 1)
+    edges = data.draw(
+        st.lists(
+            st.builds(
+                Edge,
+                a=pos,
+                b=pos,
+                jaccard=_score,
+                estimate=_score,
+                band=st.one_of(st.none(), st.integers(0, 40)),
+                method=st.sampled_from(["exact", "estimate", "identical", 'odd "é"']),
+            ),
+            max_size=4,
+        )
+    )
+    members = tuple(sorted(set(data.draw(st.lists(pos, min_size=1, max_size=n)))))
+    c = Cluster(id=0, representative=members[0], members=members, edges=tuple(edges))
+    rec = {
+        "cluster": new_id,
+        "representative": ids[c.representative],
+        "members": [ids[m] for m in c.members],
+        "edges": [
+            {
+                "a": ids[e.a],
+                "b": ids[e.b],
+                "jaccard": e.jaccard,
+                "estimate": e.estimate,
+                "band": e.band,
+                "method": e.method,
+            }
+            for e in c.edges
+        ],
+    }
+    expected = json.dumps(rec, ensure_ascii=False, sort_keys=True)
+    assert _ClusterLines(ids).line(new_id, c) == expected

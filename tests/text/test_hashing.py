@@ -1,0 +1,315 @@
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup import (
+    Config,
+    EmptyDocument,
+    HashKey,
+    InvalidConfig,
+    SchemeMismatch,
+    ShingleSpec,
+    hash_documents,
+    shingles,
+)
+from neardup.kernels import _kernels as K
+from neardup.text.hashing import SchemeDescriptor, hash_shingle
+
+
+def _siphash_ref(key: bytes, msg: bytes) -> int:
+    """Straight transcription of the SipHash-2-4 paper, independent of the kernel."""
+    mask = (1 << 64) - 1
+
+    def rotl(x: int, b: int) -> int:
+        return ((x << b) | (x >> (64 - b))) & mask
+
+    k0 = int.from_bytes(key[:8], "little")
+    k1 = int.from_bytes(key[8:], "little")
+    v = [
+        k0 ^ 0x736F6D6570736575,
+        k1 ^ 0x646F72616E646F6D,
+        k0 ^ 0x6C7967656E657261,
+        k1 ^ 0x7465646279746573,
+    ]
+
+    def rnd() -> None:
+        v[0] = (v[0] + v[1]) & mask
+        v[1] = rotl(v[1], 13)
+        v[1] ^= v[0]
+        v[0] = rotl(v[0], 32)
+        v[2] = (v[2] + v[3]) & mask
+        v[3] = rotl(v[3], 16)
+        v[3] ^= v[2]
+        v[0] = (v[0] + v[3]) & mask
+        v[3] = rotl(v[3], 21)
+        v[3] ^= v[0]
+        v[2] = (v[2] + v[1]) & mask
+        v[1] = rotl(v[1], 17)
+        v[1] ^= v[2]
+        v[2] = rotl(v[2], 32)
+
+    blocks = len(msg) // 8
+    for i in range(blocks):
+        m = int.from_bytes(msg[8 * i : 8 * i + 8], "little")
+        v[3] ^= m
+        rnd()
+        rnd()
+        v[0] ^= m
+    last = (len(msg) & 0xFF) << 56 | int.from_bytes(msg[8 * blocks :], "little")
+    v[3] ^= last
+    rnd()
+    rnd()
+    v[0] ^= last
+    v[2] ^= 0xFF
+    for _ in range(4):
+        rnd()
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def test_siphash_published_vectors() -> None:
+    key = bytes(range(16))
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    msg = np.frombuffer(bytes(range(15)), dtype=np.uint8)
+    # SipHash paper, appendix A, and the reference vectors' first entry.
+    assert K.siphash24(msg, 0, 15, np.uint64(k0), np.uint64(k1)) == 0xA129CA6149BE45E5
+    assert K.siphash24(msg, 0, 0, np.uint64(k0), np.uint64(k1)) == 0x726FDB47DD0E0E31
+
+
+@given(data=st.binary(max_size=80), key=st.binary(min_size=16, max_size=16))
+def test_siphash_kernel_matches_reference(data: bytes, key: bytes) -> None:
+    arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    assert int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1))) == _siphash_ref(
+        key, data
+    )
+
+
+@given(data=st.binary(max_size=100), seed=st.integers(0, 2**64 - 1))
+def test_xxh64_kernel_matches_xxhash(data: bytes, seed: int) -> None:
+    arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
+    assert int(K.xxh64(arr, 0, len(data), np.uint64(seed))) == xxhash.xxh64_intdigest(data, seed)
+
+
+_M = (1 << 64) - 1
+
+
+def _fmix64(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & _M
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & _M
+    return h ^ (h >> 33)
+
+
+def _ref_hash(shingle: str, kind: str, seed: int = 42) -> int:
+    """Independent Python definition of the shingle hash."""
+    if kind == "byte":
+        return xxhash.xxh64_intdigest(bytes(ord(c) for c in shingle), seed)
+    if kind == "char":
+        return xxhash.xxh64_intdigest(shingle.encode("utf-8", "surrogatepass"), seed)
+    toks = shingle.split(" ")
+    acc = 2870177450012600261 ^ len(toks)
+    for t in toks:
+        th = xxhash.xxh64_intdigest(t.encode("utf-8", "surrogatepass"), seed)
+        acc = _fmix64((((acc ^ th) * 11400714785074694791) + 9650029242287828579) & _M)
+    return acc
+
+
+_SPECS = [
+    ShingleSpec(kind="word", k=3),
+    ShingleSpec(kind="char", k=4),
+    ShingleSpec(kind="byte", k=5),
+    ShingleSpec(kind="word", k=1),
+]
+
+
+@pytest.mark.parametrize("spec", _SPECS, ids=str)
+@given(texts=st.lists(st.text(max_size=40), min_size=1, max_size=5))
+def test_batch_hashes_equal_python_reference(spec: ShingleSpec, texts: list[str]) -> None:
+    cfg = Config(shingle=spec)
+    sets = hash_documents(texts, cfg)
+    for i, text in enumerate(texts):
+        try:
+            ref = shingles(text, spec)
+        except EmptyDocument:
+            assert sets.raw_counts[i] == 0 and sets.get(i).size == 0
+            continue
+        expected = sorted({_ref_hash(sh, spec.kind) for sh in ref})
+        assert sets.get(i).tolist() == expected
+        assert sets.raw_counts[i] == len(ref)
+
+
+def test_words_are_unicode_word_tokens() -> None:
+    text = "Ünïcode wörds, naïve café — 東京 2024_v2!"
+    toks = re.findall(r"\w+", get_norm(text))
+    assert shingles(text, ShingleSpec(kind="word", k=1)) == toks
+
+
+def get_norm(text: str) -> str:
+    from neardup import get_normalizer
+
+    return get_normalizer("nfkc-casefold")(text)
+
+
+def test_short_document_yields_one_shingle_and_empty_is_reported() -> None:
+    cfg = Config(shingle=ShingleSpec(kind="word", k=5))
+    sets = hash_documents(["two words", "", "   ", "!!!"], cfg)
+    assert sets.raw_counts.tolist() == [1, 0, 0, 0]
+    assert shingles("two words", cfg.shingle) == ["two words"]
+    with pytest.raises(EmptyDocument):
+        shingles("!!!", cfg.shingle)
+
+
+def test_truncation_is_reported() -> None:
+    cfg = Config(shingle=ShingleSpec(kind="char", k=2, max_shingles=5))
+    sets = hash_documents(["abcdefghij", "abc"], cfg)
+    assert sets.truncated.tolist() == [True, False]
+    assert sets.raw_counts.tolist() == [5, 2]
+
+
+def test_keyed_scheme_needs_a_key_and_differs_per_tenant() -> None:
+    cfg = Config(hash_algorithm="siphash24")
+    with pytest.raises(InvalidConfig, match="needs a HashKey"):
+        hash_documents(["x y z"], cfg)
+    with pytest.raises(InvalidConfig, match="not a keyed PRF"):
+        hash_documents(["x y z"], Config(), key=HashKey.derive(b"m" * 32, "t"))
+    master = b"0123456789abcdef0123456789abcdef"
+    ka, kb = HashKey.derive(master, "tenant-a"), HashKey.derive(master, "tenant-b")
+    assert ka == HashKey.derive(master, "tenant-a")
+    assert ka.key != kb.key and ka.fingerprint != kb.fingerprint
+    assert HashKey.derive(master, "tenant-a", scheme_version=2).key != ka.key
+    assert "key=" not in repr(ka) and ka.key.hex() not in repr(ka)
+    ha = hash_documents(["red fox runs very fast"], cfg, key=ka).get(0)
+    hb = hash_documents(["red fox runs very fast"], cfg, key=kb).get(0)
+    assert set(ha.tolist()).isdisjoint(hb.tolist())
+    # The single-shingle API agrees with the batch kernel.
+    assert hash_shingle("red fox runs very fast", cfg, key=ka) == int(ha[0])
+    with pytest.raises(InvalidConfig):
+        HashKey.derive(b"short", "t")
+
+
+def test_scheme_descriptor_records_key_fingerprint_not_key() -> None:
+    key = HashKey.derive(b"k" * 32, "acme")
+    d = SchemeDescriptor.from_config(Config(hash_algorithm="siphash24"), key)
+    assert d.seed is None and d.key_id == "acme/v1" and d.key_fingerprint == key.fingerprint
+    assert key.key.hex() not in str(d.to_dict())
+    assert SchemeDescriptor.from_dict(d.to_dict()) == d
+    plain = SchemeDescriptor.from_config(Config())
+    with pytest.raises(SchemeMismatch):
+        plain.require_same(d)
+
+
+def test_sets_take_and_jaccard() -> None:
+    sets = hash_documents(["a b c d e f g", "a b c d e f h", "z"], Config(shingle=ShingleSpec(k=2)))
+    assert sets.jaccard(0, 1) == pytest.approx(5 / 7)
+    sub = sets.take([2, 0])
+    assert len(sub) == 2 and sub.get(1).tolist() == sets.get(0).tolist()
+
+
+@pytest.mark.parametrize("spec", _SPECS, ids=str)
+def test_single_shingle_api_matches_batch(spec: ShingleSpec) -> None:
+    cfg = Config(shingle=spec)
+    text = "Über naïve café — 東京 2024 red fox runs"
+    expected = (
+        sorted({hash_shingle(s, cfg) for s in shingles(text, spec)})
+        if spec.kind != "byte"
+        else sorted({hash_shingle(bytes(ord(c) for c in s), cfg) for s in shingles(text, spec)})
+    )
+    assert hash_documents([text], cfg).get(0).tolist() == expected
+
+
+def test_word_ngrams_are_order_sensitive() -> None:
+    cfg = Config(shingle=ShingleSpec(kind="word", k=2))
+    assert hash_shingle("red fox", cfg) != hash_shingle("fox red", cfg)
+    assert hash_shingle("red fox", cfg) != hash_shingle("redfox", cfg)
+
+
+@given(values=st.lists(st.integers(0, 2**64 - 1), max_size=300))
+def test_sort_hashes_sorts_any_input(values: list[int]) -> None:
+    src = np.array(values, dtype=np.uint64)
+    dst = np.empty_like(src)
+    K.sort_hashes(src, dst)
+    assert dst.tolist() == sorted(values)
+
+
+def test_sort_hashes_survives_crafted_skew() -> None:
+    # All values share their top bits (what crafted collisions would do): the
+    # bounded insertion pass gives up and falls back to a full sort.
+    src = (np.arange(5000, dtype=np.uint64)[::-1] * np.uint64(7)) & np.uint64(0xFFFFFF)
+    dst = np.empty_like(src)
+    K.sort_hashes(src, dst)
+    assert np.array_equal(dst, np.sort(src))
+
+
+@given(values=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 7, 2**63]), max_size=300))
+def test_argsort_keys_is_a_stable_argsort(values: list[int]) -> None:
+    keys = np.array(values, dtype=np.uint64)
+    assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+def test_argsort_keys_survives_crafted_skew() -> None:
+    keys = (np.arange(4000, dtype=np.uint64)[::-1] * np.uint64(3)) & np.uint64(0xFFFF)
+    assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+
+
+@pytest.mark.parametrize(
+    "sizes", [[], [0], [5, 0, 7], [600_000, 1, 700_000, 0, 300_000], [2_000_000]]
+)
+def test_parallel_concat_equals_numpy(sizes: list[int]) -> None:
+    from neardup.text.hashing import _concat_parallel
+
+    rng = np.random.default_rng(len(sizes))
+    parts = [rng.integers(0, 2**63, n, dtype=np.uint64) for n in sizes]
+    got = _concat_parallel(parts)
+    want = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint64)
+    assert got.dtype == np.uint64 and np.array_equal(got, want)
+
+
+def test_hash_sink_places_batches_in_order_whoever_registers_first() -> None:
+    import threading
+
+    from neardup.text.hashing import HashSink
+
+    sink = HashSink(100)
+    got: dict[int, np.ndarray | None] = {}
+
+    def put(batch: int, size: int) -> None:
+        got[batch] = sink.place(batch, size)
+
+    late = threading.Thread(target=put, args=(1, 7))
+    late.start()  # waits for batch 0
+    late.join(0.05)
+    assert late.is_alive() and 1 not in got
+    put(0, 5)
+    late.join(5)
+    assert not late.is_alive()
+    put(2, 0)
+    a0, a1, a2 = got[0], got[1], got[2]
+    assert a0 is not None and a1 is not None and a2 is not None
+    a0[:] = 1
+    a1[:] = 2
+    assert len(a2) == 0 and sink.filled == 12 and sink.contiguous
+    sink.release(1)  # already placed: no effect
+    assert sink.contiguous
+
+
+def test_hash_sink_overflow_and_release_end_contiguity() -> None:
+    from neardup.text.hashing import HashSink
+
+    sink = HashSink(10)
+    assert sink.place(0, 6) is not None
+    assert sink.place(1, 6) is None  # does not fit
+    assert sink.place(2, 1) is None  # nor anything after it
+    assert not sink.contiguous
+
+    sink = HashSink(10)
+    sink.release(0)  # e.g. the batch failed before it had a size
+    assert sink.place(1, 1) is None and not sink.contiguous
+    with pytest.raises(ValueError, match="twice"):
+        sink.place(1, 1)
