@@ -75,12 +75,12 @@ def _prepare_batch(tenant: Any, texts: list[str]) -> list[Any]:
     """``Tenant.prepare`` for many texts at once (same features and band keys)."""
     from neardup.service.online import fold_keys
     from neardup.service.tenant import Prepared
-    from neardup.text.hashing import _hash_encoded
-    from neardup.text.normalize import EncodedTexts, _encode
+    from neardup.text.hashing import hash_encoded
+    from neardup.text.normalize import EncodedTexts, encode_text
 
     norm = [tenant._norm(t) for t in texts]
-    sets = _hash_encoded(
-        EncodedTexts.from_bytes([_encode(n) for n in norm]), tenant.dedup, tenant.key, tenant.scheme
+    sets = hash_encoded(
+        EncodedTexts.from_bytes([encode_text(n) for n in norm]), tenant.dedup, tenant.key, tenant.scheme
     )
     keys = fold_keys(tenant.hasher.from_sets(sets).band_keys())
     return [

@@ -261,13 +261,13 @@ def test_pairs_expand_identical_groups_to_match_the_oracle() -> None:
     [0, 10**7, 2000],  # no sink; a sink every chunk fits in; one that overflows midway
 )
 def test_hash_feeder_equals_batch_hashing(capacity: int) -> None:
-    from neardup.batch.pipeline import HashFeeder, _normalize_and_hash
+    from neardup.batch.pipeline import HashFeeder, normalize_and_hash
     from neardup.text.hashing import SchemeDescriptor
 
     cfg = Config()
     scheme = SchemeDescriptor.from_config(cfg)
     texts = [*stdlib_paragraphs(limit=300), "", "Ｆｏｘ  RUNS", "x" * 5000]
-    ref = _normalize_and_hash(texts, cfg, None, scheme, None)
+    ref = normalize_and_hash(texts, cfg, None, scheme, None)
     feeder = HashFeeder(cfg, None, scheme, chunk_bytes=4000, capacity=capacity)
     try:
         for lo in range(0, len(texts), 37):  # uneven batches, several chunks each
@@ -302,7 +302,7 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
             raise RuntimeError("boom")
         return real(raw, *args, **kwargs)
 
-    monkeypatch.setattr(P, "_hash_kernel", flaky)
+    monkeypatch.setattr(P, "hash_kernel", flaky)
     cfg = Config()
     # With a sink: the failed and the drained chunks still give up their places, so
     # no worker waits forever for them.

@@ -28,7 +28,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.batch.pipeline import DedupResult, _normalize_and_hash, dedup_sets
+from neardup.batch.pipeline import DedupResult, dedup_sets, normalize_and_hash
 from neardup.core._errors import MemoryLimitExceeded, NeardupIOError
 from neardup.core.config import Config, scratch_bytes
 from neardup.io._ids import IdChoice, detect_id_field, settle_ids
@@ -120,7 +120,7 @@ def spilled_dedup(
         nonlocal chunk, size, done
         if not chunk:
             return
-        hashed = _normalize_and_hash(chunk, cfg, key, scheme, None)
+        hashed = normalize_and_hash(chunk, cfg, key, scheme, None)
         part, big = hashed.sets, hashed.too_large
         out.add("data.u64", part.data)
         out.add("sizes.i64", np.diff(part.indptr))

@@ -32,7 +32,6 @@ import json
 import math
 import os
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -41,17 +40,13 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, _find_duplicates
+from neardup.batch.outputs import finish_output, writing
+from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates_hashed
 from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
 from neardup.core.config import Config
-from neardup.core.ids import describe, unique_ids
+from neardup.core.ids import JSON_SCALARS, describe, json_id, unique_ids
 from neardup.core.leftovers import (
-    OWNER_FILE,
-    adopt,
-    critical,
-    disown,
-    note_written,
     owned_folder,
     release,
     sweep,
@@ -184,87 +179,6 @@ def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) ->
         return tmp
     except OSError as exc:
         raise NeardupIOError(parent, exc) from exc
-
-
-def _fsync_tree(path: str) -> None:
-    for name in os.listdir(path):
-        full = os.path.join(path, name)
-        if name == OWNER_FILE:
-            continue  # removed before the rename: never part of an output
-        if os.path.isfile(full):
-            fd = os.open(full, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _commit(tmp: str, output: str) -> None:
-    """Put the complete folder ``tmp`` in place as ``output`` (replacing it).
-
-    A signal (SIGINT/SIGTERM under the CLI) waits while the output is being
-    swapped, so ``output`` is always the old or the new complete folder."""
-    with _writing(output):
-        _swap(tmp, output)
-
-
-def _swap(tmp: str, output: str) -> None:
-    _fsync_tree(tmp)
-    parent = os.path.dirname(os.path.abspath(output))
-    old = None
-    with critical():
-        disown(tmp)
-        _fsync_dir(tmp)  # the owner file's removal
-        if os.path.exists(output):
-            old = tempfile.mkdtemp(prefix=".neardup-old-", dir=parent)
-            os.rmdir(old)
-            os.rename(output, old)
-            if os.path.isdir(old) and not os.path.islink(old):
-                adopt(old, f"the replaced output {old}")
-        os.rename(tmp, output)
-        note_written(output)
-    _fsync_dir(parent)
-    if old is not None:
-        if os.path.isdir(old) and not os.path.islink(old):
-            release(old)
-        else:
-            # An output that was a file (or a link) is replaced like a folder is.
-            with contextlib.suppress(OSError):
-                os.unlink(old)
-
-
-@contextlib.contextmanager
-def _writing(path: str, where_else: str | None = None) -> Iterator[None]:
-    """Raise an OSError of the block as :class:`NeardupIOError` naming ``path`` (or the
-    file the error names): a full disk is exit 4 with its fix, not a traceback."""
-    try:
-        yield
-    except NeardupIOError:
-        raise
-    except OSError as exc:
-        raise NeardupIOError(exc.filename or path, exc, where_else) from exc
-
-
-_JSON_SCALARS = (str, int, float, bool, type(None))
-
-
-def _json_id(value: Any) -> Any:
-    # A tuple, not a union type: isinstance on ``X | Y`` is several times slower
-    # and this runs once per document.
-    return value if isinstance(value, _JSON_SCALARS) else str(value)
 
 
 def _feeder(cfg: Config, key: HashKey | None, inputs: Sequence[str]) -> HashFeeder | None:
@@ -442,15 +356,15 @@ def run_dedup(
         if prior is not None and corpus.id_choice.field is None:
             corpus.ids = [len(prior) + i for i in range(len(corpus))]
         ids = corpus.ids
-        if not set(map(type, ids)) <= set(_JSON_SCALARS):  # a C-level pass: ids are ints
-            ids = [i if isinstance(i, _JSON_SCALARS) else str(i) for i in ids]
+        if not set(map(type, ids)) <= set(JSON_SCALARS):  # a C-level pass: ids are ints
+            ids = [i if isinstance(i, JSON_SCALARS) else str(i) for i in ids]
         ids_all = (prior.ids if prior is not None else []) + list(ids)
         renames = unique_ids(
             ids_all, len(prior or ()), _locator(corpus), rename=rename_duplicate_ids
         )
         if renames:
             _warn(describe(renames))
-        result = _find_duplicates(
+        result = find_duplicates_hashed(
             corpus.texts,
             hashed,
             config=cfg,
@@ -472,7 +386,7 @@ def run_dedup(
         t1 = time.perf_counter()
         if progress is not None:
             progress("write", 0, 1)
-        with _writing(tmp):
+        with writing(tmp):
             _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
         if progress is not None:
             progress("write", 1, 1)
@@ -483,7 +397,7 @@ def run_dedup(
                 raise NeardupIOError(save_index, exc) from exc
             result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
-        _finish(tmp, output, stats, t_start)
+        finish_output(tmp, output, stats, t_start)
         tmp = None
         if on_finished is not None:
             on_finished(stats)
@@ -533,16 +447,6 @@ def _stats(
     st["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
     st["peak_memory_bytes"] = peak_rss_bytes()
     return st
-
-
-def _finish(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
-    stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
-    stats["peak_memory_bytes"] = peak_rss_bytes()
-    path = os.path.join(tmp, "stats.json")
-    with _writing(path), open(path, "w", encoding="utf-8") as fh:
-        json.dump(stats, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    _commit(tmp, output)
 
 
 def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]]:
@@ -596,7 +500,7 @@ class _ClusterLines:
 def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
     lines = _ClusterLines(ids)
     path = os.path.join(tmp, "clusters.jsonl")
-    with _writing(path), open(path, "w", encoding="utf-8") as fh:
+    with writing(path), open(path, "w", encoding="utf-8") as fh:
         for lo in range(0, len(touching), 4096):
             chunk = touching[lo : lo + 4096]
             fh.write("".join(lines.line(lo + k, c) + "\n" for k, c in enumerate(chunk)))
@@ -615,7 +519,7 @@ def _write_report(
 
     html = render_report(result, touching, ids, texts, cfg, stats)
     path = os.path.join(tmp, "report.html")
-    with _writing(path), open(path, "w", encoding="utf-8") as fh:
+    with writing(path), open(path, "w", encoding="utf-8") as fh:
         fh.write(html)
 
 
@@ -650,7 +554,7 @@ def _run_spilled(
         raise NeardupIOError(base, exc) from exc
     try:
         t0 = time.perf_counter()
-        with _writing(work, WORK_ELSEWHERE):
+        with writing(work, WORK_ELSEWHERE):
             result, ids, bad = spilled_dedup(
                 inputs,
                 work,
@@ -665,7 +569,7 @@ def _run_spilled(
                 detect_id=detect_id,
                 check_ids=functools.partial(_check_spilled_ids, inputs, rename_ids, renames),
             )
-        ids = [_json_id(i) for i in ids]
+        ids = [json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
         stats["renamed_ids"] = len(renames)
         if tmp is None:
@@ -673,7 +577,7 @@ def _run_spilled(
         t1 = time.perf_counter()
         touching, cluster_of = _touching(result)
         want = _report_positions(touching) if with_report else set()
-        with _writing(tmp):
+        with writing(tmp):
             texts = write_streamed(
                 tmp,
                 inputs,
@@ -689,7 +593,7 @@ def _run_spilled(
         if with_report:
             _write_report(tmp, result, touching, ids, texts, cfg, stats)
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
-        _finish(tmp, output, stats, t_start)
+        finish_output(tmp, output, stats, t_start)
         return stats
     finally:
         release(work)
@@ -700,7 +604,7 @@ def _check_spilled_ids(
 ) -> None:
     """The id check of an out-of-core run, after its first pass (records are counted,
     not located: no line numbers are kept)."""
-    ids[:] = [_json_id(i) for i in ids]
+    ids[:] = [json_id(i) for i in ids]
     one = inputs[0] if len(inputs) == 1 else ", ".join(inputs)
     renames.extend(unique_ids(ids, 0, lambda _k: (one, None), rename=rename))
     if renames:

@@ -59,10 +59,10 @@ from neardup.text.hashing import (
     HashSink,
     SchemeDescriptor,
     ShingleSets,
-    _hash_encoded,
-    _hash_kernel,
+    hash_encoded,
+    hash_kernel,
 )
-from neardup.text.normalize import EncodedTexts, _encode, get_normalizer, unicode_stage
+from neardup.text.normalize import EncodedTexts, encode_text, get_normalizer, unicode_stage
 from neardup.verify.oracle import allpairs_join
 
 _BAND_ROUND_BYTES = 256 << 20
@@ -402,7 +402,7 @@ class _Hashed:
     hash_s: float
 
 
-def _normalize_and_hash(
+def normalize_and_hash(
     texts: Sequence[str],
     cfg: Config,
     key: HashKey | None,
@@ -433,7 +433,7 @@ def _normalize_and_hash(
         t0 = time.perf_counter()
         raw, lower = unicode_stage(texts[start:stop], norm)
         t1 = time.perf_counter()
-        part, big = _hash_kernel(
+        part, big = hash_kernel(
             raw, lower, norm.collapse_whitespace, cfg, key, scheme, scratch=scratch
         )
         hash_s += time.perf_counter() - t1
@@ -487,7 +487,7 @@ class HashFeeder:
 
     :meth:`feed` takes texts in input order, in batches of any size, and returns at
     once unless the workers are several chunks behind; :meth:`finish` waits and
-    returns what :func:`_normalize_and_hash` returns for all the texts fed
+    returns what :func:`normalize_and_hash` returns for all the texts fed
     (documents are hashed independently, so where chunks begin, and which worker
     hashes a chunk, does not matter: parts are put back in input order).
     The hashing kernel releases the GIL, so a reader (Python) and the kernels run
@@ -657,7 +657,7 @@ class HashFeeder:
                     continue  # drain, so that feed() never blocks on a dead worker
                 t0 = time.perf_counter()
                 self._first = min(self._first, t0)
-                self._done[seq] = _hash_kernel(
+                self._done[seq] = hash_kernel(
                     raw,
                     lower,
                     self._norm.collapse_whitespace,
@@ -691,7 +691,7 @@ class HashFeeder:
         if self._errors:
             raise self._errors[min(self._errors)]
         if not self._done:
-            return _normalize_and_hash([], self._cfg, self._key, self._scheme, None)
+            return normalize_and_hash([], self._cfg, self._key, self._scheme, None)
         parts = [self._done[i][0] for i in range(self._seq)]
         big = np.concatenate([self._done[i][1] for i in range(self._seq)])
         placed = None if self._sink is None else self._sink.data(parts)
@@ -706,7 +706,7 @@ class HashFeeder:
 
 def _normalized_text(texts: Sequence[str], cfg: Config) -> Callable[[int], bytes]:
     norm = get_normalizer(cfg.normalizer)
-    return lambda i: _encode(norm(texts[i]))
+    return lambda i: encode_text(norm(texts[i]))
 
 
 def find_duplicates(
@@ -736,7 +736,7 @@ def find_duplicates(
             over the union; ``stats`` counts only the new documents.
         progress: called as ``progress(stage, done, total)`` during long stages.
     """
-    return _find_duplicates(
+    return find_duplicates_hashed(
         texts,
         None,
         config=config,
@@ -749,7 +749,7 @@ def find_duplicates(
     )
 
 
-def _find_duplicates(
+def find_duplicates_hashed(
     texts: Sequence[str],
     hashed: _Hashed | None,
     *,
@@ -806,7 +806,7 @@ def _find_duplicates(
             planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
         )
     if hashed is None:
-        hashed = _normalize_and_hash(texts, cfg, key, scheme, progress)
+        hashed = normalize_and_hash(texts, cfg, key, scheme, progress)
     elif progress is not None:
         progress("shingle_hash", n_new, n_new)
     new_sets, too_large_new = hashed.sets, hashed.too_large
@@ -1124,10 +1124,10 @@ class Deduplicator:
         self._normalizer = get_normalizer(self.config.normalizer)
 
     def _prepare(self, text: str) -> tuple[ShingleSets, Signature]:
-        enc = _encode(self._normalizer(text))
+        enc = encode_text(self._normalizer(text))
         if len(enc) > self.config.max_document_bytes:
             raise DocumentTooLarge(None, len(enc), self.config.max_document_bytes)
-        sets = _hash_encoded(
+        sets = hash_encoded(
             EncodedTexts.from_bytes([enc]), self.config, self.key, self.hasher.scheme
         )
         if sets.raw_counts[0] == 0:

@@ -24,7 +24,7 @@ from neardup.verify.explain import shared_shingles, shared_spans
 
 __all__ = ["render_report", "render_vector_report", "write_scurve_png"]
 
-_CSS = """
+PAGE_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
 max-width:1100px;color:#1d2733;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;
@@ -42,7 +42,7 @@ svg text{font-size:11px;fill:#445}
 """
 
 
-def _bars(values: Sequence[tuple[str, int]], title: str, color: str = "#147D84") -> str:
+def bar_chart(values: Sequence[tuple[str, int]], title: str, color: str = "#147D84") -> str:
     if not values:
         return f"<p class='muted'>No data for {html.escape(title)}.</p>"
     w, h, pad = 640, 220, 40
@@ -125,7 +125,7 @@ def _curve(
 _SHOWN = 4000
 
 
-def _highlight(text: str, spans: list[tuple[int, int]], limit: int = _SHOWN) -> str:
+def highlight_spans(text: str, spans: list[tuple[int, int]], limit: int = _SHOWN) -> str:
     out = []
     pos = 0
     for s, e in spans:
@@ -220,7 +220,8 @@ def render_report(
                 f"<p class='edge'>{html.escape(str(ids[e.a]))} — {html.escape(str(ids[e.b]))}: "
                 f"exact J = {e.jaccard:.3f} ({shared} of {total} shingles), estimate "
                 f"{(e.estimate or 0):.3f}, band {e.band}</p><div class='pair'><pre>"
-                f"{_highlight(ta, ex.spans_a)}</pre><pre>{_highlight(tb, ex.spans_b)}</pre></div>"
+                f"{highlight_spans(ta, ex.spans_a)}</pre>"
+                f"<pre>{highlight_spans(tb, ex.spans_b)}</pre></div>"
             )
         if not [x for x in c.edges if x.method != "identical"]:
             sections.append("<p class='edge'>all members are identical after normalization</p>")
@@ -244,7 +245,7 @@ def render_report(
     )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup report</title><style>" + _CSS + "</style></head><body>"
+        "<title>neardup report</title><style>" + PAGE_CSS + "</style></head><body>"
         "<h1>neardup report</h1><p class='muted'>"
         + html.escape(", ".join(map(str, stats.get("inputs", [])))[:300])
         + "</p><div class='cards'>"
@@ -252,9 +253,9 @@ def render_report(
         + "</div>"
         "<h2>Run</h2><table>" + table_html + "</table>"
         "<h2>Cluster sizes</h2>"
-        + _bars(size_bars, "cluster sizes")
+        + bar_chart(size_bars, "cluster sizes")
         + "<h2>Similarity of verified near-duplicate edges</h2>"
-        + _bars(sim_bars, "exact Jaccard of verified edges", "#6C3BAA")
+        + bar_chart(sim_bars, "exact Jaccard of verified edges", "#6C3BAA")
         + "<h2>Candidate probability (S-curve)</h2>"
         + _s_curve(bands, rows, config.threshold)
         + "<p class='muted'>A pair at similarity s becomes a candidate with this probability; "
@@ -381,8 +382,8 @@ def render_vector_report(
             ta, tb = text_of(e.a), text_of(e.b)
             if ta is not None and tb is not None:
                 head += (
-                    f"<div class='pair'><pre>{_highlight(ta, [])}</pre>"
-                    f"<pre>{_highlight(tb, [])}</pre></div>"
+                    f"<div class='pair'><pre>{highlight_spans(ta, [])}</pre>"
+                    f"<pre>{highlight_spans(tb, [])}</pre></div>"
                 )
             sections.append(head)
     card_html = "".join(
@@ -394,7 +395,7 @@ def render_vector_report(
     )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup vector report</title><style>" + _CSS + "</style></head><body>"
+        "<title>neardup vector report</title><style>" + PAGE_CSS + "</style></head><body>"
         "<h1>neardup report (vectors)</h1><p class='muted'>"
         + html.escape(", ".join(map(str, stats.get("inputs", [])))[:300])
         + "</p><div class='cards'>"
@@ -402,9 +403,9 @@ def render_vector_report(
         + "</div><h2>Run</h2><table>"
         + table_html
         + "</table><h2>Cluster sizes</h2>"
-        + _bars(size_bars, "cluster sizes")
+        + bar_chart(size_bars, "cluster sizes")
         + f"<h2>Exact {metric} of verified edges</h2>"
-        + _bars(sim_bars, f"exact {metric} of verified edges", "#6C3BAA")
+        + bar_chart(sim_bars, f"exact {metric} of verified edges", "#6C3BAA")
         + "<h2>Candidate probability</h2>"
         + _vector_curve(cfg)
         + "<p class='muted'>A pair at this exact score becomes a candidate with this "

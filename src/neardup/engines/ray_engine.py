@@ -76,6 +76,7 @@ import numpy.typing as npt
 from neardup.core._errors import CorruptFile, InputError, InvalidConfig, NeardupIOError
 from neardup.core._fingerprint import fingerprint
 from neardup.core.config import Config
+from neardup.core.ids import json_id
 from neardup.graph.components import (
     edge_digest,
     labels_from_star_edges,
@@ -145,10 +146,6 @@ def _file_digest(path: str) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def _json_id(value: Any) -> Any:
-    return value if isinstance(value, (str, int, float, bool, type(None))) else str(value)
 
 
 # --------------------------------------------------------------------------- inputs
@@ -340,7 +337,7 @@ def _featurize_shard(job: _Job, shard: int, path: str) -> dict[str, Any]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from neardup.batch.pipeline import _normalize_and_hash
+    from neardup.batch.pipeline import normalize_and_hash
     from neardup.io.corpus import read_corpus
     from neardup.sketch.minhash import MinHasher
 
@@ -355,7 +352,7 @@ def _featurize_shard(job: _Job, shard: int, path: str) -> dict[str, Any]:
             skip_bad=job.skip_bad,
         )
     n = len(corpus.texts)
-    hashed = _normalize_and_hash(corpus.texts, cfg, job.key, scheme, None)
+    hashed = normalize_and_hash(corpus.texts, cfg, job.key, scheme, None)
     sets = hashed.sets
     sig = MinHasher(cfg, key=job.key).from_sets(sets).matrix
     data, indptr = np.asarray(sets.data), np.asarray(sets.indptr)
@@ -364,7 +361,7 @@ def _featurize_shard(job: _Job, shard: int, path: str) -> dict[str, Any]:
         d = hashlib.blake2b(data[indptr[i] : indptr[i + 1]].tobytes(), digest_size=16).digest()
         dig[i] = np.frombuffer(d, dtype=np.uint64)
     ids = (
-        [json.dumps(_json_id(x), ensure_ascii=False) for x in corpus.ids]
+        [json.dumps(json_id(x), ensure_ascii=False) for x in corpus.ids]
         if job.id_field is not None
         else [None] * n
     )
@@ -1294,7 +1291,8 @@ def run_dedup_ray(
     rounds above it.  Bands are shuffled a few at a time so that one round moves
     about ``round_bytes`` (42 bytes per document and band).
     """
-    from neardup.batch.job import _commit, check_writable, prepare_output
+    from neardup.batch.job import check_writable, prepare_output
+    from neardup.batch.outputs import commit_output
     from neardup.core.leftovers import release
     from neardup.graph.cluster import KEEP_RULES
 
@@ -1368,7 +1366,7 @@ def run_dedup_ray(
         with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
             json.dump(stats, fh, indent=2, sort_keys=True)
             fh.write("\n")
-        _commit(tmp, output)
+        commit_output(tmp, output)
         tmp = None
         shutil.rmtree(work, ignore_errors=True)
         return stats

@@ -56,13 +56,13 @@ def detect_id_field(paths: Sequence[str]) -> str | None:
     error."""
     if not paths or "://" in paths[0]:
         return None
-    from neardup.io.corpus import _open_binary, detect_format
+    from neardup.io.inputs import detect_format, open_binary
 
     path = paths[0]
     try:
         kind = detect_format(path)
         if kind == "jsonl":
-            with _open_binary(path) as fh:
+            with open_binary(path) as fh:
                 for line in fh:
                     if line.strip():
                         rec = json.loads(line)
@@ -71,7 +71,7 @@ def detect_id_field(paths: Sequence[str]) -> str | None:
                         return DETECTED_ID_FIELD if ok else None
             return None
         if kind == "csv":
-            with _open_binary(path) as fh:
+            with open_binary(path) as fh:
                 head = io.TextIOWrapper(fh, encoding="utf-8-sig", newline="").readline()
             header = next(csv.reader([head]), [])
             return DETECTED_ID_FIELD if DETECTED_ID_FIELD in header else None

@@ -180,7 +180,7 @@ def siphash24(buf, start, length, k0, k1):
 
 
 @njit(inline="always", cache=True)
-def _hash(buf, start, length, algo, seed, k0, k1):
+def hash_span(buf, start, length, algo, seed, k0, k1):
     if algo == ALGO_SIPHASH24:
         return siphash24(buf, start, length, k0, k1)
     return xxh64(buf, start, length, seed)
@@ -309,7 +309,7 @@ def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
                 p += n
         t1 = p if p < e else e
         if ntok < need:
-            th[ntok] = _hash(buf, t0, t1 - t0, algo, seed, k0, k1)
+            th[ntok] = hash_span(buf, t0, t1 - t0, algo, seed, k0, k1)
         ntok += 1
     return ntok
 
@@ -332,7 +332,7 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
             nsh = max_sh
         width = k if units >= k else units
         for i in range(nsh):
-            out[o + i] = _hash(buf, s + i, width, algo, seed, k0, k1)
+            out[o + i] = hash_span(buf, s + i, width, algo, seed, k0, k1)
         return nsh, trunc
     if kind == KIND_CHAR:
         starts = pa
@@ -350,14 +350,14 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
         span = k if units >= k else units
         for i in range(nsh):
             a = starts[i]
-            out[o + i] = _hash(buf, a, starts[i + span] - a, algo, seed, k0, k1)
+            out[o + i] = hash_span(buf, a, starts[i + span] - a, algo, seed, k0, k1)
         return nsh, trunc
     # KIND_WORD: maximal runs of word characters (Python's ``\w`` for str).
     need = max_sh + k  # tokens past this only count towards truncation
     ntok = _ascii_tokens(buf, s, e, word_table, pa, pb)
     if ntok >= 0:
         for t in range(min(ntok, need)):
-            th[t] = _hash(buf, pa[t], pb[t] - pa[t], algo, seed, k0, k1)
+            th[t] = hash_span(buf, pa[t], pb[t] - pa[t], algo, seed, k0, k1)
     else:
         ntok = _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th)
     if ntok == 0:
@@ -676,7 +676,9 @@ def hash_shingles(
             )
             counts_raw[d] = cnt
             truncated[d] = tr
-            content[d] = _hash(src, s, e - s, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1)
+            content[d] = hash_span(
+                src, s, e - s, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1
+            )
             if cnt > 0:
                 sort_hashes(out[o : o + cnt], seg[:cnt])
                 u = 1
@@ -829,7 +831,7 @@ def _row_matches(sig, a, b):
 
 
 @njit(cache=True)
-def _grow(arr, need):
+def grow_array(arr, need):
     if need <= arr.shape[0]:
         return arr
     cap = max(need, 2 * arr.shape[0])
@@ -1060,12 +1062,12 @@ def _join_runs(
                         if mode != MODE_CANDIDATES:
                             UF.union(parent, a, b)
                         if ne >= ea.shape[0]:
-                            ea = _grow(ea, ne + 1)
-                            eb = _grow(eb, ne + 1)
-                            eband = _grow(eband, ne + 1)
-                            einter = _grow(einter, ne + 1)
-                            eunion = _grow(eunion, ne + 1)
-                            ematch = _grow(ematch, ne + 1)
+                            ea = grow_array(ea, ne + 1)
+                            eb = grow_array(eb, ne + 1)
+                            eband = grow_array(eband, ne + 1)
+                            einter = grow_array(einter, ne + 1)
+                            eunion = grow_array(eunion, ne + 1)
+                            ematch = grow_array(ematch, ne + 1)
                         ea[ne] = a
                         eb[ne] = b
                         eband[ne] = band_lo + bnd
@@ -1316,10 +1318,10 @@ def allpairs_join(tokens, indptr, order, threshold, eps):
                 uni = sx + sy - inter
                 if inter / uni >= threshold:
                     if ne >= ra.shape[0]:
-                        ra = _grow(ra, ne + 1)
-                        rb = _grow(rb, ne + 1)
-                        ri = _grow(ri, ne + 1)
-                        ru = _grow(ru, ne + 1)
+                        ra = grow_array(ra, ne + 1)
+                        rb = grow_array(rb, ne + 1)
+                        ri = grow_array(ri, ne + 1)
+                        ru = grow_array(ru, ne + 1)
                     ra[ne] = min(x, y)
                     rb[ne] = max(x, y)
                     ri[ne] = inter

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit, prange
 
 from neardup.kernels import _unionfind as UF
-from neardup.kernels._kernels import _grow, _hash, argsort_keys, fmix64
+from neardup.kernels._kernels import argsort_keys, fmix64, grow_array, hash_span
 
 U64 = np.uint64
 _P1 = np.uint64(11400714785074694791)
@@ -56,7 +56,7 @@ def hamming_rows(sig, a, b, out):
 def hash_ranges(buf, starts, algo, seed, k0, k1, out):
     """Hash of each byte range ``buf[starts[i]:starts[i + 1]]`` (feature names)."""
     for i in range(out.shape[0]):
-        out[i] = _hash(buf, starts[i], starts[i + 1] - starts[i], algo, seed, k0, k1)
+        out[i] = hash_span(buf, starts[i], starts[i + 1] - starts[i], algo, seed, k0, k1)
 
 
 @njit(parallel=True, cache=True)
@@ -378,11 +378,11 @@ def vector_band_join(
                         seen[pk] = np.int8(1)
                     UF.union(parent, a, b)
                     if ne >= ea.shape[0]:
-                        ea = _grow(ea, ne + 1)
-                        eb = _grow(eb, ne + 1)
-                        eband = _grow(eband, ne + 1)
-                        escore = _grow(escore, ne + 1)
-                        eagree = _grow(eagree, ne + 1)
+                        ea = grow_array(ea, ne + 1)
+                        eb = grow_array(eb, ne + 1)
+                        eband = grow_array(eband, ne + 1)
+                        escore = grow_array(escore, ne + 1)
+                        eagree = grow_array(eagree, ne + 1)
                     ea[ne] = a
                     eb[ne] = b
                     eband[ne] = band_lo + t

@@ -24,9 +24,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from neardup.batch.job import _commit, _json_id, prepare_output
+from neardup.batch.job import prepare_output
+from neardup.batch.outputs import commit_output
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
+from neardup.core.ids import json_id
 from neardup.core.leftovers import release
 from neardup.io.corpus import Corpus, read_corpus, write_subset
 from neardup.lineage.families import (
@@ -85,7 +87,7 @@ def _load(
     skip_bad: bool,
 ) -> tuple[Corpus, list[Any], list[Provenance]]:
     corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
-    ids = [_json_id(i) for i in corpus.ids]
+    ids = [json_id(i) for i in corpus.ids]
     if len({str(i) for i in ids}) != len(ids):
         raise InputError(
             inputs[0], None, "record ids are not unique", "pass an --id-field with unique ids"
@@ -164,7 +166,7 @@ def run_audit(
             fh.write("\n")
         with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
             fh.write(_audit_html(fam, ids, corpus.texts, audit))
-        _commit(tmp, output)
+        commit_output(tmp, output)
         tmp = None
         return audit
     finally:
@@ -234,7 +236,7 @@ def run_split(
         with open(os.path.join(tmp, "split.json"), "w", encoding="utf-8") as fh:
             json.dump(report, fh, indent=2, sort_keys=True)
             fh.write("\n")
-        _commit(tmp, output)
+        commit_output(tmp, output)
         tmp = None
         return report
     finally:
@@ -247,7 +249,7 @@ def _audit_html(
 ) -> str:
     from collections import Counter
 
-    from neardup.batch.report import _CSS, _bars, _highlight
+    from neardup.batch.report import PAGE_CSS, bar_chart, highlight_spans
 
     leak = a["leakage"]
     cards = [
@@ -306,8 +308,10 @@ def _audit_html(
                 + "</p>"
             )
             sections.append(
-                head + f"<div class='pair'><pre>{_highlight(texts[e.a], list(e.spans_a))}</pre>"
-                f"<pre>{_highlight(texts[e.b], list(e.spans_b))}</pre></div>"
+                head
+                + "<div class='pair'>"
+                + f"<pre>{highlight_spans(texts[e.a], list(e.spans_a))}</pre>"
+                f"<pre>{highlight_spans(texts[e.b], list(e.spans_b))}</pre></div>"
             )
     card_html = "".join(
         f"<div class='card'><b>{esc(str(v))}</b>{esc(k)}</div>" for k, v in cards
@@ -317,7 +321,7 @@ def _audit_html(
     )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup audit</title><style>" + _CSS + "</style></head><body>"
+        "<title>neardup audit</title><style>" + PAGE_CSS + "</style></head><body>"
         "<h1>neardup audit</h1><p class='muted'>"
         + esc(", ".join(a["inputs"])[:300])
         + "</p><div class='cards'>"
@@ -329,7 +333,7 @@ def _audit_html(
         + "</table>"
         + slices
         + "<h2>Family sizes</h2>"
-        + _bars([(str(k), v) for k, v in sorted(sizes.items())], "family sizes")
+        + bar_chart([(str(k), v) for k, v in sorted(sizes.items())], "family sizes")
         + "<h2>Families to review</h2>"
         + ("".join(sections) or "<p class='muted'>none</p>")
         + "</body></html>\n"

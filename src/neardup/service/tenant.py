@@ -97,11 +97,11 @@ from neardup.text.hashing import (
     HashKey,
     SchemeDescriptor,
     ShingleSets,
-    _hash_encoded,
     hash_documents,
+    hash_encoded,
 )
-from neardup.text.normalize import EncodedTexts, _encode, get_normalizer
-from neardup.verify.explain import _merge, _positioned
+from neardup.text.normalize import EncodedTexts, encode_text, get_normalizer
+from neardup.verify.explain import merge_spans, positioned_shingles
 
 _log = logging.getLogger("neardup.service.manager")
 
@@ -784,7 +784,7 @@ class Tenant:
             raise InvalidConfig("content", type(content).__name__, "must be a string", "send text")
         with span("normalize", chars=len(content)):
             normalized = self._norm(content)
-            enc = _encode(normalized)
+            enc = encode_text(normalized)
         if len(enc) > self.dedup.max_document_bytes:
             raise LimitExceeded(
                 f"content is {len(enc)} bytes after normalization, over the "
@@ -806,7 +806,7 @@ class Tenant:
         numba.set_num_threads(1)
         try:
             with span("signature", scheme=self.scheme.fingerprint):
-                sets = _hash_encoded(
+                sets = hash_encoded(
                     EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme
                 )
                 sig = self.hasher.from_sets(sets)
@@ -1280,7 +1280,7 @@ class Tenant:
             else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
         )
         nt = get_normalizer(normalizer).with_offsets(text)
-        pos = _positioned(nt, char_spec)
+        pos = positioned_shingles(nt, char_spec)
         if not pos:
             return []
         sets = self._hash_strings([p[0] for p in pos])
@@ -1294,7 +1294,7 @@ class Tenant:
         spans = [
             nt.original_span(s, e) for (_, s, e), ok in zip(pos, shared.tolist(), strict=True) if ok
         ]
-        return [[a, b] for a, b in _merge(spans)]
+        return [[a, b] for a, b in merge_spans(spans)]
 
     def _explain(
         self, prep: Prepared, content: str, best: Candidate, reason: str

@@ -46,8 +46,8 @@ from neardup.text.hashing import (
     HashKey,
     SchemeDescriptor,
     ShingleSets,
-    _hash_encoded,
     hash_documents,
+    hash_encoded,
 )
 from neardup.text.normalize import EncodedTexts
 
@@ -259,7 +259,7 @@ class MinHasher:
         Raises EmptyDocument when the document has no shingle.
         """
         if isinstance(doc, bytes):
-            sets = _hash_encoded(EncodedTexts.from_bytes([doc]), self.config, self.key, self.scheme)
+            sets = hash_encoded(EncodedTexts.from_bytes([doc]), self.config, self.key, self.scheme)
         else:
             sets = hash_documents([doc], self.config, key=self.key)
         if sets.raw_counts[0] == 0:

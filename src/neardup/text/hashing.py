@@ -46,7 +46,13 @@ from neardup.core._errors import DocumentTooLarge, EmptyDocument, InvalidConfig,
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
 from neardup.core.config import Config, ShingleSpec
 from neardup.kernels import _kernels as K
-from neardup.text.normalize import EncodedTexts, Normalizer, _encode, get_normalizer, unicode_stage
+from neardup.text.normalize import (
+    EncodedTexts,
+    Normalizer,
+    encode_text,
+    get_normalizer,
+    unicode_stage,
+)
 
 __all__ = [
     "HashKey",
@@ -404,7 +410,7 @@ def hash_documents(
     scheme = SchemeDescriptor.from_config(config, key)
     if normalized:
         sets, too_large = _hash_encoded_checked(
-            EncodedTexts.from_bytes([_encode(t) for t in texts]), config, key, scheme
+            EncodedTexts.from_bytes([encode_text(t) for t in texts]), config, key, scheme
         )
     else:
         sets, too_large = hash_texts(texts, norm, config, key, scheme)
@@ -425,25 +431,25 @@ def hash_texts(
     """Normalize and hash ``texts``; documents over ``max_document_bytes`` (normalized
     UTF-8) get an empty set and are flagged in the returned mask."""
     raw, lower = unicode_stage(texts, norm)
-    return _hash_kernel(raw, lower, norm.collapse_whitespace, config, key, scheme)
+    return hash_kernel(raw, lower, norm.collapse_whitespace, config, key, scheme)
 
 
-def _hash_encoded(
+def hash_encoded(
     encoded: EncodedTexts, config: Config, key: HashKey | None, scheme: SchemeDescriptor
 ) -> ShingleSets:
     """Hash documents already normalized (no size check: callers check first)."""
     lower = np.zeros(len(encoded), dtype=np.bool_)
-    return _hash_kernel(encoded, lower, False, config, key, scheme, max_bytes=2**62)[0]
+    return hash_kernel(encoded, lower, False, config, key, scheme, max_bytes=2**62)[0]
 
 
 def _hash_encoded_checked(
     encoded: EncodedTexts, config: Config, key: HashKey | None, scheme: SchemeDescriptor
 ) -> tuple[ShingleSets, npt.NDArray[np.bool_]]:
     lower = np.zeros(len(encoded), dtype=np.bool_)
-    return _hash_kernel(encoded, lower, False, config, key, scheme)
+    return hash_kernel(encoded, lower, False, config, key, scheme)
 
 
-def _hash_kernel(
+def hash_kernel(
     raw: EncodedTexts,
     lower: npt.NDArray[np.bool_],
     collapse: bool,
@@ -579,7 +585,7 @@ def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold")
     elif spec.kind == "char":
         units, sep = t, ""
     else:
-        units, sep = [chr(b) for b in _encode(t)], ""
+        units, sep = [chr(b) for b in encode_text(t)], ""
     if not units:
         raise EmptyDocument(None, f"no {spec.kind} unit")
     if len(units) < k:
@@ -601,9 +607,9 @@ def hash_shingle(shingle: str | bytes, config: Config, *, key: HashKey | None = 
     kernel computes it.  For word shingles the tokens are separated by one space."""
     algo, seed, k0, k1 = _algo_params(config, key)
     if config.shingle.kind != "word":
-        data = shingle if isinstance(shingle, bytes) else _encode(shingle)
+        data = shingle if isinstance(shingle, bytes) else encode_text(shingle)
         return _hash_bytes(data, algo, seed, k0, k1)
     text = shingle.decode("utf-8", "surrogatepass") if isinstance(shingle, bytes) else shingle
     toks = text.split(" ")
-    th = np.array([_hash_bytes(_encode(t), algo, seed, k0, k1) for t in toks], dtype=np.uint64)
+    th = np.array([_hash_bytes(encode_text(t), algo, seed, k0, k1) for t in toks], dtype=np.uint64)
     return int(K.combine_tokens(th, 0, len(toks)))

@@ -207,7 +207,7 @@ def _make() -> dict[str, Normalizer]:
     }
 
 
-def _encode(text: str) -> bytes:
+def encode_text(text: str) -> bytes:
     # surrogatepass keeps lone surrogates (invalid in UTF-8 but legal in str) hashable.
     return text.encode("utf-8", "surrogatepass")
 
@@ -278,14 +278,14 @@ def unicode_stage(
     """
     n = len(texts)
     if not (normalizer.ascii_lower or normalizer.collapse_whitespace):
-        return EncodedTexts.from_bytes([_encode(normalizer(t)) for t in texts]), np.zeros(
+        return EncodedTexts.from_bytes([encode_text(normalizer(t)) for t in texts]), np.zeros(
             n, dtype=np.bool_
         )
     ascii_doc = np.fromiter(map(str.isascii, texts), dtype=np.bool_, count=n)
     fold = normalizer.casefold_nfkc
     raw = EncodedTexts.from_bytes(
         [
-            t.encode("ascii") if a else _encode(fold(t))
+            t.encode("ascii") if a else encode_text(fold(t))
             for t, a in zip(texts, ascii_doc.tolist(), strict=True)
         ]
     )

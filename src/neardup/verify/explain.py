@@ -38,7 +38,7 @@ class Explanation:
     shared_shingles: list[str]
 
 
-def _positioned(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str, int, int]]:
+def positioned_shingles(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str, int, int]]:
     """(shingle, start, end) in normalized-text character offsets, document order."""
     t = nt.text
     k = spec.k
@@ -58,7 +58,7 @@ def _positioned(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str, int, i
 
 
 def _shingle_strings(t: str, spec: ShingleSpec) -> list[str]:
-    """The shingles of :func:`_positioned`, without positions (no offset map needed)."""
+    """The shingles of :func:`positioned_shingles`, without positions (no offset map needed)."""
     k = spec.k
     if spec.kind == "word":
         toks = _WORD.findall(t)
@@ -99,7 +99,7 @@ def shared_shingles(
     return [x for x in la if x in common and not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
 
 
-def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     for s, e in sorted(spans):
         if out and s <= out[-1][1]:
@@ -135,7 +135,7 @@ def spans_for_pairs(
         hit = cache.get(i)
         if hit is None:
             nt = norm.with_offsets(texts[i])
-            pos = _positioned(nt, char_spec)
+            pos = positioned_shingles(nt, char_spec)
             hit = cache[i] = (nt, pos, {x[0] for x in pos})
         return hit
 
@@ -146,8 +146,8 @@ def spans_for_pairs(
         common = sa & sb
         out.append(
             (
-                _merge([na.original_span(s, e) for sh, s, e in pa if sh in common]),
-                _merge([nb.original_span(s, e) for sh, s, e in pb if sh in common]),
+                merge_spans([na.original_span(s, e) for sh, s, e in pa if sh in common]),
+                merge_spans([nb.original_span(s, e) for sh, s, e in pb if sh in common]),
             )
         )
     return out
@@ -168,11 +168,11 @@ def shared_spans(
         if spec.kind != "byte"
         else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
     )
-    pa, pb = _positioned(na, char_spec), _positioned(nb, char_spec)
+    pa, pb = positioned_shingles(na, char_spec), positioned_shingles(nb, char_spec)
     sa, sb = {x[0] for x in pa}, {x[0] for x in pb}
     common = sa & sb
-    spans_a = _merge([na.original_span(s, e) for sh, s, e in pa if sh in common])
-    spans_b = _merge([nb.original_span(s, e) for sh, s, e in pb if sh in common])
+    spans_a = merge_spans([na.original_span(s, e) for sh, s, e in pa if sh in common])
+    spans_b = merge_spans([nb.original_span(s, e) for sh, s, e in pb if sh in common])
     ordered = [sh for sh, _, _ in pa if sh in common]
     seen: set[str] = set()
     uniq = [x for x in ordered if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
