@@ -1,6 +1,7 @@
 """Write the service's JSON Schemas and OpenAPI document to docs/schemas/.
 
-Run after changing ``neardup.service.schemas``; tests/service/test_schemas.py checks they are in sync.
+Run after changing ``neardup.service.schemas``; tests/service/test_schemas.py checks
+that they are in sync.
 """
 
 from __future__ import annotations
