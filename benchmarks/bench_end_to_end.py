@@ -465,8 +465,8 @@ def python_sets(texts: list[str]) -> Any:
     stable within this process), so that neardup's exact join computes their truth."""
     import numpy as np
 
-    from neardup import Config, ShingleSets
-    from neardup.text.hashing import SchemeDescriptor
+    from neardup import Config
+    from neardup.text.hashing import SchemeDescriptor, ShingleSets
 
     n = len(texts)
     parts: list[Any] = []
@@ -487,7 +487,7 @@ def python_sets(texts: list[str]) -> Any:
 
 
 def exact_truth(sets: Any) -> dict[Pair, float]:
-    from neardup import allpairs_join
+    from neardup.verify.oracle import allpairs_join
 
     tj = allpairs_join(sets, THRESHOLD)
     return {(int(a), int(b)): float(j) for a, b, j in zip(tj.a, tj.b, tj.jaccard, strict=True)}
@@ -821,7 +821,7 @@ def run_scale(a: argparse.Namespace, work: Path) -> dict[str, Any]:
                             meta["text_bytes"], keep, a.peer_timeout, "scale")
     out: dict[str, Any] = {
         "corpus": {k: v for k, v in meta.items() if k != "path"},
-        "construction": f"neardup.synthetic_documents({meta['base_docs']}, seed="
+        "construction": f"neardup.testing.synthetic_documents({meta['base_docs']}, seed="
                         f"{corpus_mod.SCALE_SEED}, words={corpus_mod.SCALE_WORDS}) + "
                         f"plant_near_duplicates(copies={meta['planted_copies']}, edit_rate="
                         f"{corpus_mod.EDIT_RATES}, seed={corpus_mod.PLANT_SEED})",

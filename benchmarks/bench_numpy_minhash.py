@@ -125,8 +125,8 @@ def load_sets(n_docs: int) -> dict[str, Any]:
 
     cfg = Config(shingle=ShingleSpec(kind="word", k=5), num_perm=NUM_PERM, seed=SEED)
     corpora = {
-        "stdlib": neardup.stdlib_paragraphs(limit=n_docs),
-        "synthetic": neardup.synthetic_documents(n_docs, seed=SYNTH_SEED, words=SYNTH_WORDS),
+        "stdlib": neardup.testing.stdlib_paragraphs(limit=n_docs),
+        "synthetic": neardup.testing.synthetic_documents(n_docs, seed=SYNTH_SEED, words=SYNTH_WORDS),
     }
     return {name: (hash_documents(texts, cfg), texts) for name, texts in corpora.items()} | {
         "_cfg": cfg}

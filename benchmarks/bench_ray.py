@@ -44,8 +44,8 @@ def build_corpus(folder: Path, n: int, shards: int) -> dict[str, Any]:
     import neardup
 
     copies = n // 10
-    base = neardup.synthetic_documents(n - copies, seed=20240601, words=50)
-    texts, _ = neardup.plant_near_duplicates(
+    base = neardup.testing.synthetic_documents(n - copies, seed=20240601, words=50)
+    texts, _ = neardup.testing.plant_near_duplicates(
         base, copies=copies, edit_rate=[0.0, 0.02, 0.05, 0.1, 0.2], seed=20240602
     )
     folder.mkdir(parents=True, exist_ok=True)

@@ -385,12 +385,13 @@ def main(argv: list[str] | None = None) -> int:
         if rc is not None:
             return rc
     import neardup
-    from neardup import Config, ShingleSpec, allpairs_join
+    from neardup import Config, ShingleSpec
     from neardup.text.hashing import hash_documents
+    from neardup.verify.oracle import allpairs_join
 
     t_start = time.perf_counter()
-    base = neardup.stdlib_paragraphs(limit=a.base)
-    texts, parents = neardup.plant_near_duplicates(
+    base = neardup.testing.stdlib_paragraphs(limit=a.base)
+    texts, parents = neardup.testing.plant_near_duplicates(
         base, copies=a.copies, edit_rate=EDIT_RATES, seed=PLANT_SEED
     )
     n = len(texts)

@@ -339,14 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.quick:
         a.items, a.seconds, a.probes, a.upsert_rate, a.query_rate = 3000, 1.5, 100, 100.0, 20.0
 
-    from neardup import (
-        Config,
-        ShingleSpec,
-        hash_documents,
-        plant_near_duplicates,
-        synthetic_documents,
-    )
+    from neardup import Config, ShingleSpec, hash_documents
     from neardup.service.manager import Service, ServiceConfig
+    from neardup.testing import plant_near_duplicates, synthetic_documents
 
     results: dict[str, Any] = {
         "benchmark": "service",

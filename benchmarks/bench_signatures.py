@@ -67,8 +67,8 @@ def load_corpora(n_docs: int) -> dict[str, list[str]]:
     import neardup
 
     return {
-        "stdlib": neardup.stdlib_paragraphs(limit=n_docs),
-        "synthetic": neardup.synthetic_documents(n_docs, seed=SYNTH_SEED, words=SYNTH_WORDS),
+        "stdlib": neardup.testing.stdlib_paragraphs(limit=n_docs),
+        "synthetic": neardup.testing.synthetic_documents(n_docs, seed=SYNTH_SEED, words=SYNTH_WORDS),
     }
 
 
@@ -300,7 +300,7 @@ def worker_first_call() -> dict[str, Any]:
     from neardup import Config, MinHasher, ShingleSpec
 
     t_import = time.perf_counter() - t0
-    texts = neardup.synthetic_documents(5, seed=1, words=50)
+    texts = neardup.testing.synthetic_documents(5, seed=1, words=50)
     spec = ShingleSpec(kind="word", k=5)
     mh = MinHasher(Config(shingle=spec, num_perm=NUM_PERM, seed=SEED))
     mh_oph = MinHasher(Config(shingle=spec, num_perm=NUM_PERM, seed=SEED, signature="oph"))

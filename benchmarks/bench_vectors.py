@@ -165,7 +165,7 @@ def _verify(
     # Only the rows involved are passed, so the cost is proportional to the pairs
     # (and scales with the number of queries), not to the corpus.
     rows, inv = np.unique(np.concatenate([a, b]), return_inverse=True)
-    keep = neardup.vector_scores(X[rows], inv[: len(a)], inv[len(a) :], metric="cosine") >= t
+    keep = neardup.vectors.vector_scores(X[rows], inv[: len(a)], inv[len(a) :], metric="cosine") >= t
     return a[keep], b[keep], time.perf_counter() - tv
 
 

@@ -9,9 +9,9 @@
   before (in any source) is skipped.
 * :func:`build_real_corpus` — those paragraphs (the *base*) plus
   ``len(base) // 10`` planted near duplicates
-  (:func:`neardup.plant_near_duplicates`, edit rates 0–8 %).
+  (:func:`neardup.testing.plant_near_duplicates`, edit rates 0–8 %).
 * :func:`build_scale_corpus` — ``n`` paragraph-sized synthetic documents
-  (:func:`neardup.synthetic_documents`, 50 words, ~300 bytes each) of which 10 % are
+  (:func:`neardup.testing.synthetic_documents`, 50 words, ~300 bytes each) of which 10 % are
   planted near duplicates of the others.
 
 Corpora are written as JSONL lines ``{"id": <int>, "text": <str>}`` under
@@ -37,7 +37,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CACHE_DIR = HERE / ".corpus"
-SPLIT = re.compile(r"\n\s*\n")  # the same paragraph split as neardup.stdlib_paragraphs
+SPLIT = re.compile(r"\n\s*\n")  # the same paragraph split as neardup.testing.stdlib_paragraphs
 MIN_CHARS = 200
 MAX_CHARS = 100_000
 EDIT_RATES = [0.0, 0.01, 0.02, 0.04, 0.08]
@@ -206,7 +206,7 @@ def build_real_corpus(
         return meta
     t0 = time.perf_counter()
     base, sources = real_paragraphs(limit)
-    texts, parents = neardup.plant_near_duplicates(
+    texts, parents = neardup.testing.plant_near_duplicates(
         base, copies=len(base) // 10, edit_rate=EDIT_RATES, seed=PLANT_SEED
     )
     parents_path = path.with_suffix(".parents.json")
@@ -237,14 +237,14 @@ def build_scale_corpus(
     if meta is not None:
         return meta
     t0 = time.perf_counter()
-    base = neardup.synthetic_documents(n - copies, seed=SCALE_SEED, words=SCALE_WORDS)
-    texts, _ = neardup.plant_near_duplicates(
+    base = neardup.testing.synthetic_documents(n - copies, seed=SCALE_SEED, words=SCALE_WORDS)
+    texts, _ = neardup.testing.plant_near_duplicates(
         base, copies=copies, edit_rate=EDIT_RATES, seed=PLANT_SEED
     )
     return _finish(path, texts, params, {
         "base_docs": len(base),
         "planted_copies": copies,
-        "sources": {"neardup.synthetic_documents": {"docs": len(base), "words": SCALE_WORDS}},
+        "sources": {"neardup.testing.synthetic_documents": {"docs": len(base), "words": SCALE_WORDS}},
     }, t0)
 
 
@@ -464,7 +464,7 @@ def build_templated_corpus(
     t0 = time.perf_counter()
     base, sources = shaped_records(shape, None if limit is None else limit - limit // 11)
     copies = len(base) // 10 if limit is None else limit - len(base)
-    texts, parents = neardup.plant_near_duplicates(
+    texts, parents = neardup.testing.plant_near_duplicates(
         base, copies=copies, edit_rate=EDIT_RATES, seed=PLANT_SEED
     )
     parents_path = path.with_suffix(".parents.json")

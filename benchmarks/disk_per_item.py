@@ -34,9 +34,9 @@ sys.path.insert(0, str(HERE))
 from _common import finish, machine_info  # noqa: E402
 from corpus import real_paragraphs  # noqa: E402
 
-from neardup import synthetic_documents  # noqa: E402
 from neardup.service._crypto import MasterSecret  # noqa: E402
 from neardup.service.tenant import Tenant, TenantConfig  # noqa: E402
+from neardup.testing import synthetic_documents  # noqa: E402
 
 CFG = TenantConfig(threshold=0.8, shingle="word:5", bands=32, rows=4)
 COLUMNS = {

@@ -16,7 +16,7 @@ Layout under ``--root`` (default ``benchmarks/.service-data``, gitignored)::
     <name>/master.key, keys.json  outside the data folder, as the service requires
     <name>/build.json             parameters, timings and API tokens (bench only)
 
-Items are synthetic 50-word paragraphs (``neardup.synthetic_documents``, the same
+Items are synthetic 50-word paragraphs (``neardup.testing.synthetic_documents``, the same
 generator and seed as ``bench_service.py``), split over the tenants round-robin.
 
     python benchmarks/service_data.py --items 100000 --tenants 2
@@ -58,7 +58,7 @@ def tenant_ids(tenants: int) -> list[str]:
 
 def documents(start: int, stop: int) -> list[str]:
     """Documents ``start .. stop-1`` of the benchmark corpus (deterministic per index)."""
-    from neardup import synthetic_documents
+    from neardup.testing import synthetic_documents
 
     # One generator call per block of 10,000 keeps any slice reproducible without
     # generating everything before it.

@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 import neardup
+import neardup.vectors
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE / "data" / "paraphrases.jsonl"
@@ -193,7 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Exact scores of every planted pair under both measures (for the examples).
     planted = sorted(para | copy)
     pa, pb = _pairs_array(planted)
-    cos = neardup.vector_scores(vecs, pa, pb)
+    cos = neardup.vectors.vector_scores(vecs, pa, pb)
     if lex.sets is None:  # pragma: no cover - find_duplicates always returns the sets
         raise RuntimeError("MinHash result carries no shingle sets")
     jac = neardup.verify_pairs(lex.sets, pa, pb).jaccard

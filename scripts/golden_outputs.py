@@ -54,8 +54,8 @@ def _planted(path: Path) -> None:
     """3,000 documents (10 % planted near copies) with split and origin fields."""
     import neardup
 
-    base = neardup.synthetic_documents(PLANTED_DOCS - PLANTED_DOCS // 10, seed=11, words=60)
-    texts, parents = neardup.plant_near_duplicates(
+    base = neardup.testing.synthetic_documents(PLANTED_DOCS - PLANTED_DOCS // 10, seed=11, words=60)
+    texts, parents = neardup.testing.plant_near_duplicates(
         base, copies=PLANTED_DOCS // 10, edit_rate=[0.0, 0.02, 0.05, 0.1], seed=12
     )
     with open(path, "w", encoding="utf-8") as f:

@@ -3,7 +3,7 @@
 Where the text comes from: paragraphs of the Python standard library's own source
 files (comments, docstrings and code of the interpreter that runs this script; the
 committed file was made with CPython 3.11.7), under the PSF licence.  To them we add
-planted near duplicates (word edits at known rates, via neardup.plant_near_duplicates)
+planted near duplicates (word edits at known rates, via neardup.testing.plant_near_duplicates)
 and exact duplicates that differ only in case and spacing, so the sample shows every
 kind of outcome.  Each line: {"id", "text", "source", "planted_from"}.
 
@@ -16,7 +16,7 @@ import argparse
 import json
 import random
 
-from neardup import plant_near_duplicates, stdlib_paragraphs
+from neardup.testing import plant_near_duplicates, stdlib_paragraphs
 
 
 def main() -> None:

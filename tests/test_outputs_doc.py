@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from neardup import plant_near_duplicates, synthetic_documents
+from neardup.testing import plant_near_duplicates, synthetic_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")

@@ -19,17 +19,13 @@ from neardup import (
     InvalidConfig,
     MemoryLimitExceeded,
     ShingleSpec,
-    allpairs_join,
-    brute_force_pairs,
-    build_clusters,
-    candidate_pairs,
     find_duplicates,
-    plant_near_duplicates,
-    stdlib_paragraphs,
-    synthetic_documents,
 )
 from neardup.core.config import SCRATCH_BYTES
-from neardup.graph.cluster import Edge
+from neardup.graph.cluster import Edge, build_clusters
+from neardup.sketch.lsh import candidate_pairs
+from neardup.testing import plant_near_duplicates, stdlib_paragraphs, synthetic_documents
+from neardup.verify.oracle import allpairs_join, brute_force_pairs
 
 
 def test_worked_example() -> None:

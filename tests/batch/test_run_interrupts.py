@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from neardup import plant_near_duplicates, synthetic_documents
 from neardup.core.leftovers import OWNER_FILE, owned_folder, release
+from neardup.testing import plant_near_duplicates, synthetic_documents
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
 

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from neardup import Config, InputError, plant_near_duplicates, synthetic_documents
+from neardup import Config, InputError
 from neardup.batch.stream import dedup_records, filter_dataset, unique_records
+from neardup.testing import plant_near_duplicates, synthetic_documents
 
 
 def _recs() -> list[dict[str, object]]:

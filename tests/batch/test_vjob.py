@@ -173,7 +173,8 @@ def test_l2_and_hamming_radius_via_cli(tmp_path: Path, X: np.ndarray) -> None:
 
 
 def test_params_for_vector_families() -> None:
-    from neardup import candidate_probability, hyperplane_collision
+    from neardup import candidate_probability
+    from neardup.vectors import hyperplane_collision
 
     out = json.loads(
         _run(

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from neardup import Config, find_duplicates, plant_near_duplicates, synthetic_documents
+from neardup import Config, find_duplicates
+from neardup.testing import plant_near_duplicates, synthetic_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from neardup import synthetic_documents
+from neardup.testing import synthetic_documents
 
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
 

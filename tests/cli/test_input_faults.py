@@ -248,7 +248,7 @@ def _page_up(n: int) -> int:
 
 @pytest.mark.parametrize("target", ["report.html", "stats.json", "working files"])
 def test_a_write_that_does_not_fit_is_exit_4_naming_the_file(tmp_path: Path, target: str) -> None:
-    from neardup import synthetic_documents
+    from neardup.testing import synthetic_documents
 
     src = tmp_path / "in.jsonl"
     if target == "working files":

@@ -30,7 +30,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from neardup import plant_near_duplicates, synthetic_documents  # noqa: E402
+from neardup.testing import plant_near_duplicates, synthetic_documents  # noqa: E402
 from service_helpers import Server, producer  # noqa: E402
 
 TENANTS = {

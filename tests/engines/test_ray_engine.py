@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neardup import Config, ShingleSpec, plant_near_duplicates, run_dedup, synthetic_documents
+from neardup import Config, ShingleSpec, run_dedup
 from neardup.core._errors import CorruptFile, InvalidConfig
 from neardup.engines.ray_engine import _Manifest, bucket_pairs
+from neardup.testing import plant_near_duplicates, synthetic_documents
 
 EXE = str(Path(sys.executable).parent / "neardup")
 

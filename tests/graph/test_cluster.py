@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup import Edge, InvalidConfig, build_clusters
+from neardup import Edge, InvalidConfig
+from neardup.graph.cluster import build_clusters
 
 
 @given(

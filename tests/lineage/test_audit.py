@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from neardup import synthetic_documents
+from neardup.testing import synthetic_documents
 
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
 

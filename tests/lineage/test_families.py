@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import Config, ShingleSpec, synthetic_documents
+from neardup import Config, ShingleSpec
 from neardup.lineage.families import (
     Decision,
     Provenance,
@@ -17,6 +17,7 @@ from neardup.lineage.families import (
     cross_split_leakage,
     family_split,
 )
+from neardup.testing import synthetic_documents
 
 WORD3 = Config(threshold=0.7, shingle=ShingleSpec(kind="word", k=3))
 
@@ -190,7 +191,7 @@ def test_stratified_split_balances_each_value() -> None:
 
 
 def test_exact_duplicates_are_exact_edges_and_empty_overlaps_nothing() -> None:
-    from neardup import shared_spans
+    from neardup.verify.explain import shared_spans
 
     texts = ["Same words here, all of them.", "same   words here, ALL of them.", "", ""]
     fam = build_families(texts, config=Config(threshold=0.8, shingle=ShingleSpec(kind="word", k=2)))

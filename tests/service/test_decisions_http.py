@@ -200,7 +200,7 @@ def test_removed_feature_store_gives_review_never_duplicate(tmp_path: Path) -> N
 def test_feedback_from_honest_and_malicious_reviewers(tmp_path: Path) -> None:
     import numpy as np
 
-    from neardup import FeedbackPolicy, Label, evaluate_feedback
+    from neardup.service import FeedbackPolicy, Label, evaluate_feedback
 
     rng = np.random.default_rng(7)
     n_pairs, n_honest, n_bad = 44, 8, 3

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from neardup import FeedbackPolicy, InvalidConfig, Label, ThresholdReport, evaluate_feedback
+from neardup import InvalidConfig
+from neardup.service import FeedbackPolicy, Label, ThresholdReport, evaluate_feedback
 from neardup.service.feedback import _cap_weights, wilson_interval
 
 BOUND = 0.03

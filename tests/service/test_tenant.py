@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from neardup import plant_near_duplicates, synthetic_documents
 from neardup.core._errors import (
     Conflict,
     CorruptFile,
@@ -20,6 +19,7 @@ from neardup.core._errors import (
 )
 from neardup.service._crypto import MasterSecret
 from neardup.service.tenant import Tenant, TenantConfig
+from neardup.testing import plant_near_duplicates, synthetic_documents
 from neardup.text.hashing import hash_documents
 
 MASTER = MasterSecret(b"m" * 32)
@@ -302,7 +302,8 @@ def test_query_spans_equal_the_text_oracle(tmp_path: Path) -> None:
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from neardup import ShingleSpec, shared_spans
+    from neardup import ShingleSpec
+    from neardup.verify.explain import shared_spans
 
     t = make(tmp_path)
     words = st.lists(st.sampled_from(["red", "Fox", "runs", "fast", "the", "a", "b"]), max_size=14)

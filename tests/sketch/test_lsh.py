@@ -14,12 +14,11 @@ from neardup import (
     LSHIndex,
     MinHasher,
     SchemeMismatch,
-    ShingleSets,
     ShingleSpec,
     candidate_probability,
     hash_documents,
 )
-from neardup.text.hashing import SchemeDescriptor
+from neardup.text.hashing import SchemeDescriptor, ShingleSets
 
 
 def _exact_pair_sets(s: float, pairs: int, seed: int, union: int = 200) -> ShingleSets:

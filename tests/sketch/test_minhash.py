@@ -120,7 +120,7 @@ def test_same_seed_same_bytes_across_processes() -> None:
         for _ in range(2)
     ]
     assert outs[0] == outs[1]
-    from neardup import synthetic_documents
+    from neardup.testing import synthetic_documents
 
     here = [
         hashlib.sha256(

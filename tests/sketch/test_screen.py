@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup import BloomFilter, CorruptFile, InvalidConfig
+from neardup import CorruptFile, InvalidConfig
+from neardup.sketch.screen import BloomFilter
 
 
 @given(keys=st.lists(st.integers(0, 2**64 - 1), max_size=200))

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import BitBands, HammingIndex, InvalidConfig
+from neardup import InvalidConfig
+from neardup.vectors import BitBands, HammingIndex
 
 
 def _flip(sig: np.ndarray, positions: list[int]) -> np.ndarray:

@@ -10,13 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import (
-    HyperplaneHasher,
     InvalidConfig,
     NoFeasibleParameters,
-    PStableHasher,
     VectorConfig,
     ZeroVector,
     candidate_probability,
+)
+from neardup.vectors import (
+    HyperplaneHasher,
+    PStableHasher,
     cosine_from_hamming,
     hamming_distance,
     hyperplane_collision,
@@ -105,7 +107,7 @@ def test_hyperplanes_are_a_pure_function_of_scheme_seed_dim() -> None:
 
 
 def test_sparse_signatures_match_their_collision_law() -> None:
-    from neardup import weighted_bags
+    from neardup.vectors import weighted_bags
 
     rng = np.random.default_rng(0)
     vocab = [f"f{i}" for i in range(300)]
@@ -235,7 +237,7 @@ def test_hamming_radius_predicted_recall_is_binomial() -> None:
 @settings(max_examples=20, deadline=None)
 @given(st.integers(0, 2**32 - 1))
 def test_icws_collision_rate_is_the_weighted_jaccard(seed: int) -> None:
-    from neardup import ICWSHasher, weighted_bags, weighted_jaccard
+    from neardup.vectors import ICWSHasher, weighted_bags, weighted_jaccard
 
     rng = np.random.default_rng(seed)
     feats = [f"f{j}" for j in range(30)]
@@ -253,7 +255,7 @@ def test_icws_collision_rate_is_the_weighted_jaccard(seed: int) -> None:
 
 
 def test_icws_scale_matters_and_negative_weights_are_refused() -> None:
-    from neardup import ICWSHasher, weighted_bags
+    from neardup.vectors import ICWSHasher, weighted_bags
 
     bags = weighted_bags([{"a": 1.0, "b": 1.0}, {"a": 2.0, "b": 2.0}, {"a": -1.0}])
     h = ICWSHasher(hashes=400, seed=0)

@@ -9,17 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup import (
-    HyperplaneHasher,
-    InvalidConfig,
-    VectorConfig,
-    VectorIndex,
-    ZeroVector,
-    find_vector_duplicates,
-    vector_scores,
-    weighted_bags,
-    weighted_jaccard,
-)
+from neardup import InvalidConfig, VectorConfig, VectorIndex, ZeroVector, find_vector_duplicates
+from neardup.vectors import HyperplaneHasher, vector_scores, weighted_bags, weighted_jaccard
 
 SEED_VECTORS = np.array(
     [[1, 1, 1, 1], [1, 0.95, 1.05, 1], [0.98, 1.02, 1, 1.01], [0, 1, 0, 1]], dtype=np.float64

@@ -6,16 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup import (
-    Config,
-    InvalidConfig,
-    ShingleSpec,
-    allpairs_join,
-    brute_force_pairs,
-    hash_documents,
-    plant_near_duplicates,
-    synthetic_documents,
-)
+from neardup import Config, InvalidConfig, ShingleSpec, hash_documents
+from neardup.testing import plant_near_duplicates, synthetic_documents
+from neardup.verify.oracle import allpairs_join, brute_force_pairs
 
 
 def _python_pairs(sets, t):  # type: ignore[no-untyped-def]

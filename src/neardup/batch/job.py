@@ -461,7 +461,7 @@ def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]
 class _ClusterLines:
     """clusters.jsonl lines: each exactly ``json.dumps(rec, ensure_ascii=False,
     sort_keys=True)`` of the cluster's record, assembled from pieces (ids encoded
-    once each), about 3x faster than encoding the nested dicts."""
+    once each) instead of encoding the nested dicts."""
 
     def __init__(self, ids: Sequence[Any]) -> None:
         self._ids = ids

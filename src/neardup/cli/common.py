@@ -290,8 +290,8 @@ def exit_now() -> None:
 
     After a batch run every output is written, fsynced and renamed into place, and
     standalone click would exit next anyway; the teardown it skips (freeing the
-    modules, numba's compiled code and LLVM, the OpenMP pool) took ~0.3-0.5 s per
-    run.  Only when click runs standalone on the process's own stdout/stderr (not
+    modules, numba's compiled code and LLVM, the OpenMP pool) is a fixed cost of
+    every run.  Only when click runs standalone on the process's own stdout/stderr (not
     ``main(standalone_mode=False)``, not a test runner capturing output).
     """
     out, err = sys.stdout, sys.stderr

@@ -281,7 +281,8 @@ def dedup(
     with errors():
         prefetch = _prefetch(list(inputs), cfg, spill)
     try:
-        # Loading numba and the kernels (~0.3 s) while the input is being read.
+        # Loading numba and the kernels while the input is being read: both wait on
+        # different resources (the loader on the CPU, the reader on the disk).
         start_numba()
         ready_kernels(
             "dedup",

@@ -1,4 +1,4 @@
-"""The optional provenance fields of a record (see :class:`neardup.Provenance`).
+"""The optional provenance fields of a record (see :class:`neardup.lineage.families.Provenance`).
 
 A module of its own, without NumPy or compiled kernels, so that the command line
 can build its options without importing them.

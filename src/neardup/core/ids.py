@@ -114,6 +114,6 @@ JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 def json_id(value: Any) -> Any:
-    # A tuple, not a union type: isinstance on ``X | Y`` is several times slower
-    # and this runs once per document.
+    # A tuple, not a union type: isinstance on ``X | Y`` builds the check at every
+    # call, and this runs once per document.
     return value if isinstance(value, JSON_SCALARS) else str(value)

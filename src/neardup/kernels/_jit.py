@@ -3,9 +3,9 @@
 Two costs of numba's start are for features neardup's cached kernels never use:
 
 * Importing numba and loading the first compiled kernel import optional packages:
-  ``scipy.linalg`` (numba checks whether ``np.dot`` can be compiled; 0.18 s of a
-  3 s batch run, and an OpenBLAS thread pool), ``cffi`` with ``pycparser`` (cffi
-  function types, 0.03 s) and ``yaml`` (a config file format, 0.01 s).
+  ``scipy.linalg`` (numba checks whether ``np.dot`` can be compiled; it also
+  starts an OpenBLAS thread pool), ``cffi`` with ``pycparser`` (cffi function
+  types) and ``yaml`` (a config file format).
   :func:`start_numba` hides them, so that numba finds them absent and merely
   leaves those features off.
 * Before loading each kernel from its on-disk cache, numba refreshes its whole

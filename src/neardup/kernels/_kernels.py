@@ -405,7 +405,7 @@ def sort_hashes(src, dst):
 
     A counting pass on the top bits puts each value in its bucket (about one value
     per bucket), then one insertion pass fixes the order inside buckets: expected
-    O(m), about eight times faster than numba's quicksort on these sizes.  Inputs
+    O(m), where numba's quicksort is O(m log m) with poor locality.  Inputs
     that are far from uniform (crafted collisions of an unkeyed hash) exceed the
     work budget of the insertion pass and fall back to ``np.sort``.
     """
@@ -519,7 +519,7 @@ def _normalize_ascii_into(buf, s, e, dst, w0):
     separator and the byte are stored at ``w`` and ``w + pending`` unconditionally
     and kept by advancing ``w``; every store lands at or before the input
     position, so it stays inside this document's ``e - s`` bytes.  Two table
-    lookups classify and lowercase a byte (a third faster than the arithmetic).
+    lookups classify and lowercase a byte (fewer branches than the arithmetic).
     """
     p = s
     while p < e and _ASCII_SPACE[buf[p]]:
@@ -793,7 +793,7 @@ def band_keys(sig, band_lo, band_hi, rows, seed, out):
     for d in prange(n):
         # The bands' chains advance together, a row at a time: independent
         # multiplies in vector lanes instead of one latency-bound chain per band
-        # (same keys, 1.5x faster).
+        # (same keys).
         for b in range(nb):
             out[d, b] = init[b]
         for j in range(rows):
@@ -853,7 +853,7 @@ def _new_seen():
 def new_seen() -> Dict:
     """The pair memo that :func:`band_join` shares across calls (band rounds)."""
     # Made by a cached compiled function: ``Dict.empty`` called from Python compiles
-    # its constructor afresh in every process (~0.2-0.3 s per run).
+    # its constructor afresh in every process, a cost paid by every run.
     return _new_seen()
 
 
@@ -900,8 +900,8 @@ def _band_runs(keys, active, threads):
 
     The sort is a stable two-level bucket sort on the keys' top bits (they are
     uniform hashes): 1024 buckets first, then about one key per sub-bucket, with
-    all scratch in a few arrays per thread.  One level of ~n buckets missed the
-    caches on every key (0.10 s -> 0.06 s for 21 bands of 363k keys).  Keys laid
+    all scratch in a few arrays per thread.  One level of ~n buckets would miss the
+    caches on every key.  Keys laid
     out band-major (``order="F"``) are read sequentially.  ``threads`` bands are
     sorted at once (numba's thread count, passed in: reading it in here would keep
     the kernel out of numba's cache).
@@ -1129,8 +1129,7 @@ def band_join(
     """
     # Sorting the bands is independent per band (parallel); the walk is serial
     # because union-find and the pair memo make its result order-dependent.  Split
-    # this way the walk costs O(bucketed entries) instead of O(n) per band, which
-    # measured 1.3 s -> 0.25 s on 300k documents x 21 bands.
+    # this way the walk costs O(bucketed entries) instead of O(n) per band.
     counts = _band_runs(keys, active, get_num_threads())
     return _join_runs(
         keys,

@@ -128,7 +128,7 @@ class Policy:
 
     @property
     def fingerprint(self) -> str:
-        # Every decision reports it: computed once per policy (~40 us otherwise).  The
+        # Every decision reports it: computed once per policy, not per decision.  The
         # key carries each field's type: 1 and 1.0 are equal but print differently.
         key = tuple((type(v), v) for v in (getattr(self, f) for f in self.__dataclass_fields__))
         fp = _FINGERPRINTS.get(key)

@@ -405,7 +405,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {
             "labels": _int,
             "report": {
                 "type": "object",
-                "description": "neardup.ThresholdReport.to_dict(): reviewers (agreement, "
+                "description": "neardup.service.ThresholdReport.to_dict(): reviewers (agreement, "
                 "weight, flagged), pairs, thresholds (precision / recall / F1 with Wilson "
                 "intervals), current, suggested_threshold, regression_set",
             },

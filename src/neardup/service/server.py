@@ -1,4 +1,4 @@
-"""HTTP routes of ``neardup serve``: a thin starlette shell over :class:`~neardup.Service`.
+"""HTTP routes of ``neardup serve``: a thin starlette shell over :class:`~neardup.service.Service`.
 
 Every route authenticates, caps the body *before* reading it whole, parses JSON,
 calls one library method in a worker thread and maps the exception tree to 4xx

@@ -406,8 +406,8 @@ class FeatureStore:
         ``integrity_check`` rather than ``quick_check``: it also verifies that every
         index entry matches its row, so a flipped byte in an item id, position or
         content hash is caught (the index no longer agrees), not only broken page
-        structure.  It reads the whole file: 0.13-0.35 s warm, about 2.7 s cold,
-        for a 173 MB store of 50,000 items.
+        structure.  It reads the whole file (measured costs: benchmarks/README.md,
+        "Design notes (measured)").
         """
         try:
             rows = self._db.execute("PRAGMA integrity_check(20)").fetchall()

@@ -756,7 +756,7 @@ class ICWSHasher:
     Feature hashes must come from a keyed hash when the features are untrusted
     (:func:`neardup.weighted_bags` with ``key``).
 
-    >>> from neardup import weighted_bags
+    >>> from neardup.vectors import weighted_bags
     >>> b = weighted_bags([{"a": 2.0, "b": 1.0}, {"a": 2.0, "b": 1.0}, {"c": 1.0}])
     >>> s = ICWSHasher(hashes=64, seed=1).signatures(b.tokens, b.weights, b.indptr).data
     >>> bool((s[0] == s[1]).all()), bool((s[0] == s[2]).any())
