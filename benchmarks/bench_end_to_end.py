@@ -27,7 +27,7 @@ would all share one signature).  Pipelines are repeated round robin; the best an
 the median wall time are kept.
 
 Quality: the ground truth is the exact Jaccard self-join at 0.8
-(:func:`neardup.allpairs_join`) over neardup's shingle-hash sets, and the same join
+(:func:`neardup.verify.oracle.allpairs_join`) over neardup's shingle-hash sets, and the same join
 over 64-bit hashes of the peers' Python shingle strings (the two schemes differ only
 by NFKC and whitespace normalization; they are compared).  For every pipeline:
 recall of truth pairs with J >= 0.85 and with J in [0.8, 0.85), a pair counting as

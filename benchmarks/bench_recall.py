@@ -4,7 +4,7 @@ Corpus: 3000 paragraphs of the Python standard library's sources plus 1500 plant
 near duplicates (copies edited at word rates 1-8 %).  Ground truth is the exact
 Jaccard self-join at t = 0.8:
 
-* ``truth_neardup``: :func:`neardup.allpairs_join` over neardup's word-5-gram
+* ``truth_neardup``: :func:`neardup.verify.oracle.allpairs_join` over neardup's word-5-gram
   shingle-hash sets (what neardup promises to find);
 * ``truth_python``: an exact prefix-filter self-join over Python ``set``\\ s of the
   shingle strings the peers are fed.  The two truths are compared (they differ

@@ -194,7 +194,8 @@ def test_keyed_scheme_end_to_end() -> None:
 
 _DETERMINISM = """
 import json, sys
-from neardup import Config, find_duplicates, plant_near_duplicates, synthetic_documents
+from neardup import Config, find_duplicates
+from neardup.testing import plant_near_duplicates, synthetic_documents
 base = synthetic_documents(300, seed=9, words=80)
 texts, _ = plant_near_duplicates(base, copies=200, edit_rate=[0.01, 0.03], seed=10)
 r = find_duplicates(texts, config=Config(threshold=0.8))

@@ -105,7 +105,8 @@ def test_permutations_are_a_pure_function_of_the_seed() -> None:
 
 _SCRIPT = """
 import hashlib, sys
-from neardup import Config, MinHasher, synthetic_documents
+from neardup import Config, MinHasher
+from neardup.testing import synthetic_documents
 for sig in ("minhash", "oph"):
     m = MinHasher(Config(seed=11, signature=sig)).signatures(synthetic_documents(50, seed=5))
     sys.stdout.write(hashlib.sha256(m.matrix.tobytes()).hexdigest() + "\\n")

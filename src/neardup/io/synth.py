@@ -8,7 +8,7 @@ and planted near duplicates whose exact similarity is measured, not assumed.
 * :func:`plant_near_duplicates` — copies of base documents edited by word
   substitution, insertion and deletion at a chosen rate, so that every copy has a
   known parent; the exact Jaccard of each planted pair is measured by the caller's
-  scheme (e.g. with :func:`neardup.brute_force_pairs`).
+  scheme (e.g. with :func:`neardup.verify.oracle.brute_force_pairs`).
 
 Everything is a pure function of its arguments (``random.Random(seed)``), never of a
 shared RNG.

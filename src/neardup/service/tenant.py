@@ -1650,7 +1650,7 @@ class Tenant:
         """Precision / recall of the current and candidate thresholds on reviewer labels.
 
         Only labels of this scheme version count (scores under another scheme are not
-        comparable); the quality checks of :func:`neardup.evaluate_feedback` decide
+        comparable); the quality checks of :func:`neardup.service.evaluate_feedback` decide
         which reviewers and pairs are trusted.  The suggestion is never applied here:
         a policy change is an operator's call.
         """

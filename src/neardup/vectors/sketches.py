@@ -754,7 +754,7 @@ class ICWSHasher:
     Jaccard similarity Σ min / Σ max (weights must be >= 0; zero weights are absent).
 
     Feature hashes must come from a keyed hash when the features are untrusted
-    (:func:`neardup.weighted_bags` with ``key``).
+    (:func:`neardup.vectors.weighted_bags` with ``key``).
 
     >>> from neardup.vectors import weighted_bags
     >>> b = weighted_bags([{"a": 2.0, "b": 1.0}, {"a": 2.0, "b": 1.0}, {"c": 1.0}])
