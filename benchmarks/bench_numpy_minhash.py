@@ -120,6 +120,7 @@ def numpy_minhash_per_perm(data: npt.NDArray[np.uint64], indptr: npt.NDArray[np.
 
 def load_sets(n_docs: int) -> dict[str, Any]:
     import neardup
+    import neardup.testing
     from neardup import Config, ShingleSpec
     from neardup.text.hashing import hash_documents
 

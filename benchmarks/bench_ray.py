@@ -42,6 +42,7 @@ WEB_DOC_BYTES = 3000
 
 def build_corpus(folder: Path, n: int, shards: int) -> dict[str, Any]:
     import neardup
+    import neardup.testing
 
     copies = n // 10
     base = neardup.testing.synthetic_documents(n - copies, seed=20240601, words=50)

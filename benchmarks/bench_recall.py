@@ -385,6 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         if rc is not None:
             return rc
     import neardup
+    import neardup.testing
     from neardup import Config, ShingleSpec
     from neardup.text.hashing import hash_documents
     from neardup.verify.oracle import allpairs_join

@@ -65,6 +65,7 @@ Method = Callable[[], object]
 
 def load_corpora(n_docs: int) -> dict[str, list[str]]:
     import neardup
+    import neardup.testing
 
     return {
         "stdlib": neardup.testing.stdlib_paragraphs(limit=n_docs),
@@ -297,6 +298,7 @@ def worker_first_call() -> dict[str, Any]:
     """Import and first-call cost of neardup in this (fresh) process."""
     t0 = time.perf_counter()
     import neardup
+    import neardup.testing
     from neardup import Config, MinHasher, ShingleSpec
 
     t_import = time.perf_counter() - t0

@@ -123,6 +123,7 @@ def truth_for_sample(
 
 def run_neardup(X: np.ndarray, t: float) -> tuple[dict[str, Any], Any]:
     import neardup
+    import neardup.vectors
 
     cfg = neardup.VectorConfig(metric="cosine", threshold=t)
     # Compile the kernels first (a snapshot run has a cold numba cache); the
@@ -158,6 +159,7 @@ def _verify(
     """Exact cosine of the candidates with neardup's own compiled verifier (one call),
     so the peers are not charged for a slower numpy verification."""
     import neardup
+    import neardup.vectors
 
     a = np.concatenate(cand_a) if cand_a else np.zeros(0, dtype=np.int64)
     b = np.concatenate(cand_b) if cand_b else np.zeros(0, dtype=np.int64)

@@ -193,6 +193,7 @@ def build_real_corpus(
     documents) and is written to ``<name>.parents.json``.
     """
     import neardup
+    import neardup.testing
 
     params = {
         "kind": "real", "format": FORMAT, "limit": limit, "min_chars": MIN_CHARS,
@@ -225,6 +226,7 @@ def build_scale_corpus(
 ) -> dict[str, Any]:
     """``n`` synthetic 50-word documents: 90 % base, 10 % planted near duplicates."""
     import neardup
+    import neardup.testing
 
     copies = n // 10
     params = {
@@ -450,6 +452,7 @@ def build_templated_corpus(
     near duplicates (``limit`` documents in all), as a JSONL file; returns its
     metadata like :func:`build_real_corpus`."""
     import neardup
+    import neardup.testing
 
     params = {
         "kind": shape, "format": FORMAT, "limit": limit,

@@ -53,6 +53,7 @@ DIM = 32
 def _planted(path: Path) -> None:
     """3,000 documents (10 % planted near copies) with split and origin fields."""
     import neardup
+    import neardup.testing
 
     base = neardup.testing.synthetic_documents(PLANTED_DOCS - PLANTED_DOCS // 10, seed=11, words=60)
     texts, parents = neardup.testing.plant_near_duplicates(

@@ -290,7 +290,7 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
     import neardup.batch.pipeline as P
     from neardup.text.hashing import SchemeDescriptor
 
-    real = P._hash_kernel
+    real = P.hash_kernel
     calls: list[int] = []
 
     def flaky(raw, *args, **kwargs):  # type: ignore[no-untyped-def]
