@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("script", ["bench_recall.py", "bench_end_to_end.py"])
 def test_benchmark_quick_run(script: str, tmp_path: Path) -> None:
     pytest.importorskip("rensa")
@@ -41,6 +42,7 @@ def test_vector_benchmark_quick_run(tmp_path: Path) -> None:
     assert data["faiss_lsh_128"]["queries_searched"] == 5000
 
 
+@pytest.mark.slow
 def test_service_benchmark_quick_run(tmp_path: Path) -> None:
     pytest.importorskip("datasketch")
     out = tmp_path / "s.json"
@@ -52,6 +54,7 @@ def test_service_benchmark_quick_run(tmp_path: Path) -> None:
     assert data["neardup"]["recall"]["probes"] > 0 and data["ratios"]
 
 
+@pytest.mark.slow
 def test_service_locust_benchmark_quick_run(tmp_path: Path) -> None:
     import importlib.util
 

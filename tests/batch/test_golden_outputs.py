@@ -33,6 +33,7 @@ def _script() -> ModuleType:
     return mod
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.ray
 def test_outputs_equal_the_recorded_digests() -> None:

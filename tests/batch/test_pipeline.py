@@ -59,6 +59,7 @@ def _planted(n_base: int = 2000, copies: int = 1500, seed: int = 1) -> list[str]
     return texts
 
 
+@pytest.mark.slow
 def test_differential_against_brute_force_oracle() -> None:
     texts = _planted()
     cfg = Config(threshold=0.8)
@@ -220,6 +221,7 @@ def test_same_input_same_bytes_across_processes_and_threads() -> None:
     assert len(json.loads(outs[0])) > 10
 
 
+@pytest.mark.slow
 def test_progress_reports_every_stage_and_band_rounds_are_equivalent(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

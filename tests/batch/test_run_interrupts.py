@@ -69,6 +69,7 @@ def _check_output(out: Path, n: int) -> None:
     assert len((out / "kept.jsonl").read_text().splitlines()) == stats["documents_out"]
 
 
+@pytest.mark.slow
 def test_runs_stopped_at_random_moments_leave_no_partial_output(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     n = _corpus(corpus, 12000)

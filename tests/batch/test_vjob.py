@@ -43,6 +43,7 @@ def _digest(folder: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 def test_npy_via_cli_matches_the_library(tmp_path: Path, X: np.ndarray) -> None:
     np.save(tmp_path / "v.npy", X)
     out = tmp_path / "out"

@@ -110,6 +110,7 @@ def test_jsonl_end_to_end(tmp_path: Path, texts: list[str]) -> None:
         assert d["representative"] == f"r{int(expected.duplicate_of[int(d['n'])]):03d}"
 
 
+@pytest.mark.slow
 def test_compressed_parquet_csv_txt_and_datasets(tmp_path: Path, texts: list[str]) -> None:
     recs = records(texts)
     gz = tmp_path / "in.jsonl.gz"
@@ -254,6 +255,7 @@ def test_incremental_against_equals_one_run_over_the_union(
     assert proc.returncode == 2 and "fix:" in proc.stderr
 
 
+@pytest.mark.slow
 def test_bad_inputs_have_clear_errors_and_exit_codes(tmp_path: Path) -> None:
     good = json.dumps({"text": "alpha beta gamma delta epsilon zeta"})
     src = tmp_path / "bad.jsonl"
@@ -387,6 +389,7 @@ def _commands() -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_command_and_option_is_documented() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for name, opts in _commands().items():
@@ -398,6 +401,7 @@ def test_every_command_and_option_is_documented() -> None:
             assert re.search(re.escape(opt) + r"\b", readme), (name, opt)
 
 
+@pytest.mark.slow
 def test_out_of_core_run_equals_in_memory_run(tmp_path: Path, texts: list[str]) -> None:
     more = synthetic_documents(6000, seed=23, words=60)
     src = tmp_path / "in.jsonl"

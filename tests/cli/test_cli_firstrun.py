@@ -215,6 +215,7 @@ def _words(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i:03d}" for i in range(n)]
 
 
+@pytest.mark.slow
 def test_incremental_kept_sets_for_every_keep_rule(tmp_path: Path) -> None:
     """The README's statement: kept(one run) = (kept(out1) - D) | kept(out2), D the
     non-representative members of out2's clusters; extra documents only from a

@@ -344,6 +344,7 @@ def _resigned(raw: bytes, edit: Callable[[dict[str, Any]], None]) -> bytes:
     return body + hashlib.blake2b(body, digest_size=32).digest()
 
 
+@pytest.mark.slow
 def test_a_tampered_index_is_bad_data_and_other_options_are_named(tmp_path: Path) -> None:
     lines = RECORDS.decode().splitlines(keepends=True)
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"

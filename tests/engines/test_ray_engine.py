@@ -98,6 +98,7 @@ def ray_session() -> Any:
     ray.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_equals_local_with_planted_duplicates(tmp_path: Path, ray_session: Any) -> None:
     from neardup.engines.ray_engine import run_dedup_ray
@@ -125,6 +126,7 @@ def test_ray_equals_local_with_planted_duplicates(tmp_path: Path, ray_session: A
     assert _concat(tmp_path / "ray7" / "duplicates") == _concat(tmp_path / "ray" / "duplicates")
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_distributed_components_rounds_and_cap(tmp_path: Path, ray_session: Any) -> None:
     """The distributed components path forced on a small input, bands in many
@@ -173,6 +175,7 @@ def _kill_session(proc: subprocess.Popen[str]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_resume_after_killing_the_driver(tmp_path: Path) -> None:
     pytest.importorskip("ray")

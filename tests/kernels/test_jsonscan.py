@@ -66,6 +66,7 @@ def _scan(lines: list[bytes], text_field: str = "text", id_field: str | None = "
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_lines(), min_size=1, max_size=6), st.booleans())
 def test_every_line_it_reads_is_read_as_json_loads_reads_it(

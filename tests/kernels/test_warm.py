@@ -68,6 +68,7 @@ def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_first_run_compiles_ahead_on_every_core_and_nothing_later(tmp_path: Path) -> None:
     """The vector path (the smallest group): the first run compiles the manifest's
@@ -93,6 +94,7 @@ def test_first_run_compiles_ahead_on_every_core_and_nothing_later(tmp_path: Path
     assert f"{n} kernels of vectors: 0 compiled" in done.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_readme_first_command_path_compiles_ahead_only(tmp_path: Path) -> None:
     """The README's first command on a fresh cache: kernels come from the

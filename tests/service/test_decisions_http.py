@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import httpx
+import pytest
 
 from service_helpers import Server, producer
 
@@ -64,6 +65,7 @@ def _digest(op: httpx.Client) -> str:
     return str(op.get("/v1/tenants/t1/digest").json()["digest"])
 
 
+@pytest.mark.slow
 def test_unlink_restores_state_and_full_replay_is_identical(tmp_path: Path) -> None:
     data = tmp_path / "d"
     with Server(data) as srv, srv.client(srv.operator_token) as op:
@@ -197,6 +199,7 @@ def test_removed_feature_store_gives_review_never_duplicate(tmp_path: Path) -> N
             assert up.status_code == 503 and up.json()["error"] == "degraded"
 
 
+@pytest.mark.slow
 def test_feedback_from_honest_and_malicious_reviewers(tmp_path: Path) -> None:
     import numpy as np
 
@@ -290,6 +293,7 @@ def _corpus() -> list[tuple[str, str]]:
     return items
 
 
+@pytest.mark.slow
 def test_shadow_index_disagreement_promote_and_rollback(tmp_path: Path) -> None:
     data = tmp_path / "d"
     cfg = {**BASE, "retain": "text"}

@@ -189,6 +189,7 @@ class _Run:
         fuzz()
 
 
+@pytest.mark.slow
 def test_retiring_the_original_version_keeps_the_live_one(tmp_path: Path) -> None:
     """Found by this fuzzing (and the model test): retiring the first version after
     a promotion removed the whole tenant folder."""

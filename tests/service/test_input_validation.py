@@ -73,6 +73,7 @@ def server(tmp_path: Path):  # type: ignore[no-untyped-def]
         srv.stop()
 
 
+@pytest.mark.slow
 def test_poison_commands_are_refused_before_the_log(server: Server) -> None:
     """Defect 1: an out-of-range epoch (SQLite INTEGER is signed 64-bit) and a lone
     surrogate in source_time were logged, then failed to apply: the tenant broke."""
@@ -122,6 +123,7 @@ def test_poison_commands_are_refused_before_the_log(server: Server) -> None:
 SLASHED = ["a/b", "a/b/content", "x/", "/lead", "p%2Fq", "é/ü ?#&", "items/a/decision"]
 
 
+@pytest.mark.slow
 def test_ids_with_a_slash_are_read_back_and_deleted(server: Server) -> None:
     """Defect 2: ids holding "/" could be stored but never read or deleted.  An id is
     any text; in a path it is percent-encoded, "/" as %2F, and routing keeps an
@@ -173,6 +175,7 @@ def _enc(item_id: str) -> str:
     return quote(item_id, safe="")
 
 
+@pytest.mark.slow
 def test_bad_input_gets_a_4xx_with_the_fix(server: Server) -> None:
     """Defect 3: each of these was a 500."""
     t = f"/v1/tenants/{TENANT}"

@@ -8,6 +8,7 @@ import tarfile
 from pathlib import Path
 
 import httpx
+import pytest
 
 from service_helpers import Server, producer
 
@@ -43,6 +44,7 @@ def _post(p: httpx.Client, item: str, content: str, **kw: object) -> dict:
     return dict(r.json()["decision"])
 
 
+@pytest.mark.slow
 def test_tombstone_hands_the_cluster_over_and_replays_identically(tmp_path: Path) -> None:
     data = tmp_path / "d"
     srv = Server(data).start()
@@ -103,6 +105,7 @@ def test_tombstone_hands_the_cluster_over_and_replays_identically(tmp_path: Path
         assert _state(op) == before
 
 
+@pytest.mark.slow
 def test_data_directory_of_the_previous_version_opens_with_its_links_repaired(
     tmp_path: Path,
 ) -> None:
@@ -138,6 +141,7 @@ def test_data_directory_of_the_previous_version_opens_with_its_links_repaired(
             assert (d["state"], d["canonical"]) == ("duplicate", "X2")
 
 
+@pytest.mark.slow
 def test_exact_hash_only_mode_follows_one_rule(tmp_path: Path) -> None:
     """Defect 10: with the feature store gone, items and links are neither changed nor
     exactly scored (503 degraded, tombstones included), and the candidates preview

@@ -27,6 +27,7 @@ def _policy(op: httpx.Client) -> tuple[dict, list[tuple[int, float]]]:
     return body["current"], [(h["version"], h["threshold"]) for h in body["history"]]
 
 
+@pytest.mark.slow
 def test_shadow_cannot_bypass_the_policy_guard_and_versions_are_never_reused(
     tmp_path: Path,
 ) -> None:

@@ -8,12 +8,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from service_helpers import EXE, Server, free_port
 
 SEED = {"threshold": 0.75, "shingle": "word:2"}
 
 
+@pytest.mark.slow
 def test_two_servers_behind_a_routing_table(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     master = tmp_path / "master.key"

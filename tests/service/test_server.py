@@ -21,6 +21,7 @@ SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "row
 DEMO = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 32, "rows": 1}
 
 
+@pytest.mark.slow
 def test_seed_demonstration_over_http(tmp_path: Path) -> None:
     """The seed's demonstration under a fresh random master key (see DEMO's bound)."""
     srv = Server(tmp_path / "data", random_master=True)
@@ -150,6 +151,7 @@ def test_demonstration_holds_under_200_independent_keys(tmp_path: Path) -> None:
                 assert b["decision"]["state"] == "duplicate", t
 
 
+@pytest.mark.slow
 def test_acknowledged_upserts_survive_kill_9_and_a_torn_tail(tmp_path: Path) -> None:
     srv = Server(tmp_path / "data").start()
     op = srv.client(srv.operator_token)
@@ -294,6 +296,7 @@ item_like = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 def test_fuzzed_requests_never_get_a_5xx(tmp_path: Path) -> None:
     routes = ["items", "candidates", "decide", "verify"]
     with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:

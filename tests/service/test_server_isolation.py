@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import httpx
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
@@ -92,6 +93,7 @@ class Isolation(RuleBasedStateMachine):
         assert r.status_code == 403
 
 
+@pytest.mark.slow
 def test_tenants_never_see_each_other(tmp_path: Path) -> None:
     with (
         Server(tmp_path / "data", operator_tenants=TENANTS) as srv,

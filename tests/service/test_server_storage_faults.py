@@ -58,6 +58,7 @@ def _check(data: Path, acked: dict[str, bool]) -> dict[str, object]:
     return out
 
 
+@pytest.mark.slow
 def test_zeroed_meta_page_or_first_pages_rebuild_the_store_from_snapshot_and_log(
     tmp_path: Path,
 ) -> None:
@@ -81,6 +82,7 @@ def test_zeroed_meta_page_or_first_pages_rebuild_the_store_from_snapshot_and_log
     assert _check(data, acked) is None
 
 
+@pytest.mark.slow
 def test_a_bit_flip_in_the_last_log_record_is_refused_naming_the_log(tmp_path: Path) -> None:
     data = tmp_path / "data"
     _fill(data)
@@ -121,6 +123,7 @@ def _row_byte(raw: bytes, page: int) -> int:
         (page,) = struct.unpack_from(">I", raw, head + 8)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", ["meta", "items"])
 def test_a_row_changed_while_stopped_is_found_and_rebuilt(tmp_path: Path, table: str) -> None:
     # SQLite's own checks see page structure, not row content: the row checksums do.

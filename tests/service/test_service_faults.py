@@ -107,6 +107,7 @@ def test_a_storage_error_while_applying_stops_writes_and_start_up_applies_it(
     t.close()
 
 
+@pytest.mark.slow
 def test_a_poison_command_over_http_is_confined_to_itself(tmp_path: Path) -> None:
     env = fault_shim(tmp_path / "shim", POISON_SHIM)
     srv = Server(tmp_path / "data", operator_tenants=("t1", "t2"), env=env)
@@ -136,6 +137,7 @@ def test_a_poison_command_over_http_is_confined_to_itself(tmp_path: Path) -> Non
             assert r.status_code == 200, r.text
 
 
+@pytest.mark.slow
 def test_a_tenant_that_cannot_start_fails_alone_and_reopens_once_repaired(
     tmp_path: Path,
 ) -> None:
@@ -240,6 +242,7 @@ def test_request_work_is_bounded_by_deterministic_budgets(tmp_path: Path) -> Non
     t.close()
 
 
+@pytest.mark.slow
 def test_retiring_the_first_version_after_a_promotion_keeps_the_tenant(tmp_path: Path) -> None:
     """Found by the model test: retiring the version that lives in the tenant's root
     folder removed the whole folder, the promoted version with it (503 degraded at
@@ -279,6 +282,7 @@ def test_retiring_the_first_version_after_a_promotion_keeps_the_tenant(tmp_path:
         assert op.get("/v1/tenants/t1/shadow").json()["role"] == "shadow"
 
 
+@pytest.mark.slow
 def test_neardup_repair_rebases_a_damaged_log_on_the_store_without_loss(
     tmp_path: Path,
 ) -> None:
@@ -354,6 +358,7 @@ def test_snapshots_kept_on_disk_are_bounded(tmp_path: Path) -> None:
     t.close()
 
 
+@pytest.mark.slow
 def test_reads_on_other_threads_during_writes_never_deadlock(tmp_path: Path) -> None:
     """Found by the service benchmark: the store's row-checksum triggers call Python
     inside SQLite while another thread fetched rows holding the GIL (a deadlock).

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from service_helpers import Server, fault_shim, producer
 
 SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
@@ -44,6 +46,7 @@ def _item(i: int) -> dict[str, Any]:
     return {"item_id": f"s{i}", "content": f"small item {i} with words {i * 7} and {i * 11}"}
 
 
+@pytest.mark.slow
 def test_small_writes_finish_while_a_slow_one_scores_its_candidates(tmp_path: Path) -> None:
     with _server(tmp_path, sleep=3.0, budget=30.0) as srv, srv.client(srv.operator_token) as op:
         op.put("/v1/tenants/t1", json=SEED).raise_for_status()
@@ -75,6 +78,7 @@ def test_small_writes_finish_while_a_slow_one_scores_its_candidates(tmp_path: Pa
             assert r.status_code == 200 and r.json()["live"] is True
 
 
+@pytest.mark.slow
 def test_a_write_over_its_budget_is_503_and_records_nothing(tmp_path: Path) -> None:
     srv = _server(tmp_path, sleep=2.0, budget=1.0)
     with srv, srv.client(srv.operator_token) as op:

@@ -110,6 +110,7 @@ def _page_offsets(size: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_a_byte_flipped_in_any_region_of_the_store_never_loses_a_write(tmp_path: Path) -> None:
     base = tmp_path / "base"
     _, expect = _build(base)

@@ -87,6 +87,7 @@ def _lost(srv: Server, acked: dict[str, str], tombstoned: set[str]) -> list[tupl
     return out
 
 
+@pytest.mark.slow
 def test_switches_racing_requests_fail_none_and_lose_no_acknowledged_write(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from neardup.service.auth import AuditLog, Keyring
 from neardup.service.workers import Assignments, merge_metrics, shard_of
@@ -142,6 +143,7 @@ def test_tenants_on_each_worker_keys_isolation_audit_metrics(tmp_path: Path) -> 
     assert ops.count("create_tenant") == 2 and ops.count("add_key") == 2
 
 
+@pytest.mark.slow
 def test_kill9_of_one_worker(tmp_path: Path) -> None:
     a, b = _names()
     with Server(tmp_path / "data", operator_tenants=(a, b), extra=("--workers", "2")) as s:
@@ -193,6 +195,7 @@ def test_kill9_of_one_worker(tmp_path: Path) -> None:
             assert op.get("/readyz").json()["mode"] == "normal"
 
 
+@pytest.mark.slow
 def test_kill9_of_the_front_takes_the_workers(tmp_path: Path) -> None:
     a, b = _names()
     s = Server(tmp_path / "data", operator_tenants=(a, b), extra=("--workers", "2")).start()

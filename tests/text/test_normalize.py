@@ -77,6 +77,7 @@ _ALL_WS = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 _MIXED = st.text(alphabet=st.sampled_from(list(_ALL_WS + "aZ09_.-Q\u200bＦé\u2027ßİ")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NORMALIZERS)
 @given(
     texts=st.lists(st.one_of(_MIXED, st.text(), st.text(alphabet=_ASCII_WS + "xY")), max_size=12)
