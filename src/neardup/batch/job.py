@@ -28,8 +28,6 @@ import contextlib
 import errno
 import functools
 import gc
-import json
-import math
 import os
 import sys
 import threading
@@ -40,7 +38,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from neardup.batch.outputs import finish_output, writing
+from neardup.batch.outputs import finish_output, write_clusters, writing
 from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates_hashed
 from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
@@ -458,54 +456,6 @@ def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]
     return touching, cluster_of
 
 
-class _ClusterLines:
-    """clusters.jsonl lines: each exactly ``json.dumps(rec, ensure_ascii=False,
-    sort_keys=True)`` of the cluster's record, assembled from pieces (ids encoded
-    once each) instead of encoding the nested dicts."""
-
-    def __init__(self, ids: Sequence[Any]) -> None:
-        self._ids = ids
-        self._encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
-        self._memo: dict[Any, str] = {}
-
-    def _value(self, v: Any) -> str:
-        t = type(v)
-        if t is int:
-            return str(v)
-        if t is float and math.isfinite(v):
-            return repr(v)  # json spells finite floats with float.__repr__
-        if v is None:
-            return "null"
-        key = (t, v)
-        got = self._memo.get(key)
-        if got is None:
-            got = self._memo[key] = self._encode(v)
-        return got
-
-    def line(self, new_id: int, c: Cluster) -> str:
-        ids, val = self._ids, self._value
-        edges = ", ".join(
-            f'{{"a": {val(ids[e.a])}, "b": {val(ids[e.b])}, "band": {val(e.band)}, '
-            f'"estimate": {val(e.estimate)}, "jaccard": {val(e.jaccard)}, '
-            f'"method": {val(e.method)}}}'
-            for e in c.edges
-        )
-        members = ", ".join(val(ids[m]) for m in c.members)
-        return (
-            f'{{"cluster": {new_id}, "edges": [{edges}], "members": [{members}], '
-            f'"representative": {val(ids[c.representative])}}}'
-        )
-
-
-def _write_clusters(tmp: str, touching: Sequence[Cluster], ids: Sequence[Any]) -> None:
-    lines = _ClusterLines(ids)
-    path = os.path.join(tmp, "clusters.jsonl")
-    with writing(path), open(path, "w", encoding="utf-8") as fh:
-        for lo in range(0, len(touching), 4096):
-            chunk = touching[lo : lo + 4096]
-            fh.write("".join(lines.line(lo + k, c) + "\n" for k, c in enumerate(chunk)))
-
-
 def _write_report(
     tmp: str,
     result: DedupResult,
@@ -589,7 +539,7 @@ def _run_spilled(
                 skip_bad=skip_bad,
                 want_texts=want,
             )
-        _write_clusters(tmp, touching, ids)
+        write_clusters(tmp, touching, ids)
         if with_report:
             _write_report(tmp, result, touching, ids, texts, cfg, stats)
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
@@ -688,7 +638,7 @@ def _write_outputs(
                 "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
             },
         )
-        _write_clusters(tmp, touching, ids)
+        write_clusters(tmp, touching, ids)
         if with_report:
             # Only the texts the report shows (a few hundred), not a map of all of them.
             texts: dict[int, str] = {

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from neardup.core._errors import NeardupIOError
 from neardup.core._posix import peak_rss_bytes
 from neardup.core.leftovers import OWNER_FILE, adopt, critical, disown, note_written, release
 
-__all__ = ["commit_output", "finish_output", "writing"]
+__all__ = ["ClusterLines", "commit_output", "finish_output", "write_clusters", "writing"]
 
 
 def _fsync_tree(path: str) -> None:
@@ -104,3 +105,88 @@ def finish_output(tmp: str, output: str, stats: dict[str, Any], t_start: float) 
         json.dump(stats, fh, indent=2, sort_keys=True)
         fh.write("\n")
     commit_output(tmp, output)
+
+
+class ClusterLines:
+    """``clusters.jsonl`` lines of text and vector clusters alike.
+
+    Each line is exactly ``json.dumps(rec, ensure_ascii=False, sort_keys=True)`` of
+    ``{"cluster", "representative", "members", "edges"}`` with records named by
+    their ids, and each edge ``{"a", "b", "band", "estimate", <score>, "method"}``
+    where ``<score>`` is ``jaccard`` for text and the metric's name for vectors.
+    The line is assembled from pieces (each id encoded once) instead of encoding
+    the nested dicts, which matters at millions of clusters.
+
+    >>> from neardup.graph.cluster import Cluster, Edge
+    >>> e = Edge(a=0, b=1, jaccard=0.8, estimate=0.75, band=3)
+    >>> c = Cluster(id=0, representative=0, members=(0, 1), edges=(e,))
+    >>> line = ClusterLines(["x", "y"]).line(0, c)
+    >>> line == json.dumps(json.loads(line), ensure_ascii=False, sort_keys=True)
+    True
+    >>> json.loads(line)["edges"][0]["jaccard"]
+    0.8
+    """
+
+    def __init__(self, ids: Sequence[Any]) -> None:
+        self._ids = ids
+        self._encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+        self._memo: dict[Any, str] = {}
+
+    def _value(self, v: Any) -> str:
+        t = type(v)
+        if t is int:
+            return str(v)
+        if t is float and math.isfinite(v):
+            return repr(v)  # json spells finite floats with float.__repr__
+        if v is None:
+            return "null"
+        key = (t, v)
+        got = self._memo.get(key)
+        if got is None:
+            got = self._memo[key] = self._encode(v)
+        return got
+
+    def _edge(self, e: Any) -> str:
+        ids, val = self._ids, self._value
+        # Text edges score by ``jaccard``; vector edges carry their metric's name.
+        metric = getattr(e, "metric", "jaccard")
+        score = e.jaccard if metric == "jaccard" else e.score
+        fields = sorted(
+            [
+                ("a", val(ids[e.a])),
+                ("b", val(ids[e.b])),
+                ("band", val(e.band)),
+                ("estimate", val(e.estimate)),
+                (metric, val(score)),
+                ("method", val(e.method)),
+            ]
+        )
+        return "{" + ", ".join(f"{self._encode(k)}: {v}" for k, v in fields) + "}"
+
+    def line(self, new_id: int, c: Any) -> str:
+        """The line of cluster ``c`` (a text or vector cluster) numbered ``new_id``."""
+        ids, val = self._ids, self._value
+        edges = ", ".join(self._edge(e) for e in c.edges)
+        members = ", ".join(val(ids[m]) for m in c.members)
+        return (
+            f'{{"cluster": {new_id}, "edges": [{edges}], "members": [{members}], '
+            f'"representative": {val(ids[c.representative])}}}'
+        )
+
+
+def write_clusters(
+    tmp: str, clusters: Sequence[Any], ids: Sequence[Any], numbers: Sequence[int] | None = None
+) -> None:
+    """Write ``tmp/clusters.jsonl``: cluster ``k`` is numbered ``numbers[k]`` (its
+    position when ``numbers`` is None)."""
+    lines = ClusterLines(ids)
+    path = os.path.join(tmp, "clusters.jsonl")
+    with writing(path), open(path, "w", encoding="utf-8") as fh:
+        for lo in range(0, len(clusters), 4096):
+            chunk = clusters[lo : lo + 4096]
+            fh.write(
+                "".join(
+                    lines.line(lo + k if numbers is None else numbers[lo + k], c) + "\n"
+                    for k, c in enumerate(chunk)
+                )
+            )

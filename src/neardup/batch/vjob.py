@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.batch.job import prepare_output, set_workers
-from neardup.batch.outputs import finish_output
+from neardup.batch.outputs import finish_output, write_clusters
 from neardup.core._errors import InputError, InvalidConfig, NeardupIOError
 from neardup.core.leftovers import release
 from neardup.io.corpus import write_subset
@@ -196,20 +196,7 @@ def _write_outputs(
         else:
             write_subset(vc.records, kept, os.path.join(tmp, "kept"))
             write_subset(vc.records, dups, os.path.join(tmp, "duplicates"), extra=extra)
-        with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
-            for c in result.clusters:
-                edges = []
-                for e in c.edges:
-                    d = e.to_dict()
-                    d["a"], d["b"] = ids[e.a], ids[e.b]
-                    edges.append(d)
-                crec = {
-                    "cluster": c.id,
-                    "representative": ids[c.representative],
-                    "members": [ids[m] for m in c.members],
-                    "edges": edges,
-                }
-                fh.write(json.dumps(crec, ensure_ascii=False, sort_keys=True) + "\n")
+        write_clusters(tmp, result.clusters, ids, [c.id for c in result.clusters])
         if with_report:
             from neardup.batch.report import render_vector_report
 
