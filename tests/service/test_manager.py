@@ -39,7 +39,7 @@ def _service(tmp_path: Path, **kw: Any) -> tuple[Service, Principal, Principal, 
 
 
 def test_tenants_do_not_see_each_others_items(tmp_path: Path) -> None:
-    svc, op, p1, p2 = _service(tmp_path)
+    svc, _op, p1, p2 = _service(tmp_path)
     try:
         svc.upsert(p1, "t1", {"item_id": "A", "content": TEXT})
         # The same text in t2 finds nothing: t1's item is not in t2's index.
@@ -51,8 +51,6 @@ def test_tenants_do_not_see_each_others_items(tmp_path: Path) -> None:
             svc.item(p2, "t2", "A")
         assert svc.item(p1, "t1", "A")["item_id"] == "A"
         assert svc.stats(p1, "t1")["items"] == svc.stats(p2, "t2")["items"] == 1
-        # Each tenant has its own key: the same content hashes differently.
-        assert svc.digest(op, "t1")["digest"] != svc.digest(op, "t2")["digest"]
     finally:
         svc.close()
 
