@@ -1,0 +1,145 @@
+"""neardup.core.leftovers: a run's temporary folders are locked while it lives,
+swept once it has ended (never before), and removed on SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from neardup.core import leftovers
+from neardup.core.leftovers import OWNER_FILE, disown, owned_folder, release, sweep
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
+
+SRC = str(Path(leftovers.__file__).resolve().parents[2])
+
+HOLDER = """
+import sys, time
+from neardup.core.leftovers import owned_folder, install_signal_handlers
+install_signal_handlers()
+path = owned_folder(".neardup-tmp-", sys.argv[1], "the outputs being written ({path})")
+with open(path + "/payload", "w") as fh:
+    fh.write("x" * 1000)
+print(path, flush=True)
+time.sleep(60)
+"""
+
+
+def _holder(parent: Path) -> tuple[subprocess.Popen[str], str]:
+    env = dict(os.environ, PYTHONPATH=SRC)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(parent)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    path = proc.stdout.readline().strip()
+    assert path, proc.stderr.read() if proc.stderr else ""
+    return proc, path
+
+
+def _dead_folder(parent: Path, name: str, host: str | None = None) -> Path:
+    """A folder as a run that was killed leaves it: an unlocked owner file."""
+    d = parent / name
+    d.mkdir()
+    (d / "work.bin").write_bytes(b"\0" * 2500)
+    rec = {"pid": 999999, "host": host or socket.gethostname(), "started": "2020-01-01T00:00:00Z"}
+    (d / OWNER_FILE).write_text(json.dumps(rec) + "\n")
+    return d
+
+
+def test_a_dead_runs_folders_are_swept_and_reported(tmp_path: Path) -> None:
+    tmp = _dead_folder(tmp_path, ".neardup-tmp-abc")
+    work = _dead_folder(tmp_path, ".neardup-work-def")
+    other = tmp_path / "keep-me"
+    other.mkdir()
+    (other / OWNER_FILE).write_text("{}")
+    said: list[str] = []
+    removed = sweep(str(tmp_path), say=said.append)
+    assert removed == [str(tmp), str(work)]
+    assert not tmp.exists() and not work.exists() and other.exists()
+    assert len(said) == 2
+    assert str(tmp) in said[0] and "pid 999999" in said[0]
+    assert re.search(r"\(2\.[5-9] kB\)", said[0])
+
+
+def test_a_live_runs_folder_is_not_swept_until_it_ends(tmp_path: Path) -> None:
+    proc, path = _holder(tmp_path)
+    try:
+        said: list[str] = []
+        assert sweep(str(tmp_path), say=said.append) == []
+        assert os.path.isdir(path) and said == []
+        owner = json.loads(Path(path, OWNER_FILE).read_text())
+        assert owner["pid"] == proc.pid and owner["host"] == socket.gethostname()
+    finally:
+        proc.kill()  # like kill -9: no clean-up ran, the lock died with it
+        proc.wait()
+    assert os.path.isdir(path)
+    said = []
+    assert sweep(str(tmp_path), say=said.append) == [path]
+    assert not os.path.exists(path) and f"pid {proc.pid}" in said[0]
+
+
+def test_sigterm_removes_the_runs_folders_and_exits_143(tmp_path: Path) -> None:
+    proc, path = _holder(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 143
+    assert not os.path.exists(path)
+    assert "stopped by SIGTERM" in err and path in err and "no output was changed" in err
+
+
+def test_a_folder_of_another_host_is_left_and_mentioned(tmp_path: Path) -> None:
+    d = _dead_folder(tmp_path, ".neardup-old-x", host="some-other-host.invalid")
+    said: list[str] = []
+    assert sweep(str(tmp_path), say=said.append) == []
+    assert d.exists() and len(said) == 1 and "some-other-host.invalid" in said[0]
+
+
+def test_a_folder_without_owner_file_is_only_mentioned_once_old(tmp_path: Path) -> None:
+    d = tmp_path / ".neardup-tmp-old"
+    d.mkdir()
+    said: list[str] = []
+    assert sweep(str(tmp_path), say=said.append) == [] and said == []  # maybe being created
+    old = time.time() - 120
+    os.utime(d, (old, old))
+    assert sweep(str(tmp_path), say=said.append) == []
+    assert d.exists() and len(said) == 1 and "no owner record" in said[0]
+
+
+def test_a_symlink_with_the_prefix_is_not_followed(tmp_path: Path) -> None:
+    target = _dead_folder(tmp_path, "elsewhere")
+    (tmp_path / ".neardup-tmp-link").symlink_to(target)
+    assert sweep(str(tmp_path), say=lambda _s: None) == []
+    assert (target / "work.bin").exists()
+
+
+def test_own_folders_release_and_disown(tmp_path: Path) -> None:
+    a = owned_folder(".neardup-tmp-", str(tmp_path), "a")
+    b = owned_folder(".neardup-work-", str(tmp_path), "b")
+    assert os.path.basename(a).startswith(".neardup-tmp-")
+    assert os.path.exists(os.path.join(a, OWNER_FILE))
+    # This process's own folders are never swept.
+    assert sweep(str(tmp_path), say=lambda _s: None) == []
+    release(a)
+    assert not os.path.exists(a)
+    disown(b)
+    assert os.path.isdir(b) and not os.path.exists(os.path.join(b, OWNER_FILE))
+    assert b not in leftovers._held
+    release(b)
+    assert not os.path.exists(b)
+
+
+def test_sweep_of_a_missing_parent_is_empty(tmp_path: Path) -> None:
+    assert sweep(str(tmp_path / "nope")) == []
