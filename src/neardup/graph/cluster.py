@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, Protocol
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import TypeVar
 
 from neardup.core._errors import InvalidConfig
 
@@ -66,14 +67,35 @@ class Edge:
         }
 
 
+class ScoredEdge(Protocol):
+    """What a cluster needs of an edge: its two positions and its record."""
+
+    @property
+    def a(self) -> int: ...
+
+    @property
+    def b(self) -> int: ...
+
+    def to_dict(self) -> dict[str, object]: ...
+
+
+# Text edges by default: ``Cluster`` alone means a cluster of Jaccard edges.
+EdgeT = TypeVar("EdgeT", bound=ScoredEdge, default=Edge)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cluster:
-    """A family of near duplicates: members (positions, ascending) and its edges."""
+class Cluster(Generic[EdgeT]):
+    """A family of near duplicates: members (positions, ascending) and its edges.
+
+    Generic over the edge type: text clusters hold :class:`Edge` (exact Jaccard),
+    vector clusters :class:`~neardup.vectors.VectorEdge` (cosine, l2, l1 or weighted
+    Jaccard); both write the same ``clusters.jsonl`` record.
+    """
 
     id: int
     representative: int
     members: tuple[int, ...]
-    edges: tuple[Edge, ...]
+    edges: tuple[EdgeT, ...]
 
     def __len__(self) -> int:
         return len(self.members)

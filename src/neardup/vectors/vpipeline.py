@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector
+from neardup.graph.cluster import Cluster
 from neardup.kernels import _kernels as K
 from neardup.kernels import _unionfind as UF
 from neardup.kernels import _vkernels as V
@@ -167,25 +168,9 @@ class VectorEdge:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VectorCluster:
-    """A family of near-duplicate vectors: members (ascending) and joining edges."""
-
-    id: int
-    representative: int
-    members: tuple[int, ...]
-    edges: tuple[VectorEdge, ...]
-
-    def __len__(self) -> int:
-        return len(self.members)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "cluster": self.id,
-            "representative": self.representative,
-            "members": list(self.members),
-            "edges": [e.to_dict() for e in self.edges],
-        }
+VectorCluster = Cluster
+"""A family of near-duplicate vectors: the one :class:`~neardup.graph.cluster.Cluster`
+type, holding :class:`VectorEdge` edges (``Cluster[VectorEdge]``)."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -195,7 +180,7 @@ class VectorDedupResult:
 
     n: int
     config: VectorConfig
-    clusters: list[VectorCluster]
+    clusters: list[Cluster[VectorEdge]]
     edges: list[VectorEdge]
     representative: npt.NDArray[np.int64]
     stats: dict[str, Any]
@@ -418,7 +403,7 @@ def find_vector_duplicates(
 
 def _clusters(
     n: int, parent: npt.NDArray[np.int64], edges: list[VectorEdge]
-) -> tuple[list[VectorCluster], npt.NDArray[np.int64]]:
+) -> tuple[list[Cluster[VectorEdge]], npt.NDArray[np.int64]]:
     roots = UF.roots(parent)  # the root of a component is its smallest member
     if not edges:
         return [], roots
