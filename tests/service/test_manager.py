@@ -10,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from neardup.core._errors import Conflict, Forbidden, InvalidConfig, LimitExceeded, NotFound
+from neardup.core._errors import (
+    Conflict,
+    Forbidden,
+    InvalidConfig,
+    LimitExceeded,
+    NotFound,
+    TenantUnavailable,
+)
 from neardup.service import Service, ServiceConfig
 from neardup.service.auth import Principal
 
@@ -159,3 +166,38 @@ def test_a_reopened_service_serves_what_it_stored_and_audits(tmp_path: Path) -> 
     text = json.dumps(audit)
     assert "create_tenant" in text and "add_key" in text
     assert TEXT not in text  # the audit log never holds content
+
+
+def test_a_tenant_that_cannot_start_fails_alone_and_reopens(tmp_path: Path) -> None:
+    svc, op, p1, p2 = _service(tmp_path)
+    svc.upsert(p1, "t1", {"item_id": "A", "content": TEXT})
+    svc.upsert(p2, "t2", {"item_id": "B", "content": TEXT})
+    svc.close()
+    meta = tmp_path / "data" / "tenants" / "t1" / "tenant.json"
+    good = meta.read_bytes()
+    meta.write_text("{ not json", encoding="utf-8")
+    svc = Service(_config(tmp_path))
+    try:
+        assert sorted(svc.tenants()) == ["t2"] and sorted(svc.failed) == ["t1"]
+        info = svc.failed["t1"]
+        assert info["error"] == "CorruptFile" and "neardup repair" in info["runbook"]
+        assert str(tmp_path) not in info["reason"] and "DATA_DIR" in info["reason"]
+        with pytest.raises(TenantUnavailable, match="cannot start"):
+            svc.candidates(p1, "t1", {"content": NEAR})
+        with pytest.raises(TenantUnavailable):  # not re-created over the damage
+            svc.create_tenant(op, "t1", CFG)
+        # The other tenant reads and writes as usual.
+        assert [
+            c["item_id"] for c in svc.candidates(p2, "t2", {"content": NEAR})["candidates"]
+        ] == ["B"]
+        svc.upsert(p2, "t2", {"item_id": "C", "content": "database backup completed nightly"})
+        assert svc.stats(p2, "t2")["items"] == 2
+        with pytest.raises(TenantUnavailable, match="still cannot start"):
+            svc.reopen(op, "t1")
+        meta.write_bytes(good)  # the repair
+        assert svc.reopen(op, "t1")["reopened"] is True
+        assert svc.failed == {} and svc.stats(p1, "t1")["items"] == 1
+    finally:
+        svc.close()
+    audit = (tmp_path / "data" / "audit.jsonl").read_text(encoding="utf-8")
+    assert '"tenant_failed"' in audit and '"reopen_tenant"' in audit
