@@ -26,11 +26,12 @@ from neardup.kernels import _unionfind as UF
 U64 = np.uint64
 U32MAX = np.uint64(0xFFFFFFFF)
 
-_P1 = np.uint64(11400714785074694791)
-_P2 = np.uint64(14029467366897019727)
-_P3 = np.uint64(1609587929392839161)
-_P4 = np.uint64(9650029242287828579)
-_P5 = np.uint64(2870177450012600261)
+# The five 64-bit primes of XXH64 (also mixed into the vector kernels' keys).
+XXH_P1 = np.uint64(11400714785074694791)
+XXH_P2 = np.uint64(14029467366897019727)
+XXH_P3 = np.uint64(1609587929392839161)
+XXH_P4 = np.uint64(9650029242287828579)
+XXH_P5 = np.uint64(2870177450012600261)
 
 ALGO_XXH64 = 0
 ALGO_SIPHASH24 = 1
@@ -63,16 +64,16 @@ def _read32(buf, p):
 
 @njit(inline="always", cache=True)
 def _xxround(acc, inp):
-    acc = acc + inp * _P2
+    acc = acc + inp * XXH_P2
     acc = _rotl(acc, 31)
-    return acc * _P1
+    return acc * XXH_P1
 
 
 @njit(inline="always", cache=True)
 def _xxmerge(acc, val):
     val = _xxround(U64(0), val)
     acc = acc ^ val
-    return acc * _P1 + _P4
+    return acc * XXH_P1 + XXH_P4
 
 
 @njit(cache=True)
@@ -82,10 +83,10 @@ def xxh64(buf, start, length, seed):
     end = start + length
     seed = U64(seed)
     if length >= 32:
-        v1 = seed + _P1 + _P2
-        v2 = seed + _P2
+        v1 = seed + XXH_P1 + XXH_P2
+        v2 = seed + XXH_P2
         v3 = seed
-        v4 = seed - _P1
+        v4 = seed - XXH_P1
         while p + 32 <= end:
             v1 = _xxround(v1, _read64(buf, p))
             v2 = _xxround(v2, _read64(buf, p + 8))
@@ -98,25 +99,25 @@ def xxh64(buf, start, length, seed):
         h = _xxmerge(h, v3)
         h = _xxmerge(h, v4)
     else:
-        h = seed + _P5
+        h = seed + XXH_P5
     h = h + U64(length)
     while p + 8 <= end:
         k1 = _xxround(U64(0), _read64(buf, p))
         h = h ^ k1
-        h = _rotl(h, 27) * _P1 + _P4
+        h = _rotl(h, 27) * XXH_P1 + XXH_P4
         p += 8
     if p + 4 <= end:
-        h = h ^ (_read32(buf, p) * _P1)
-        h = _rotl(h, 23) * _P2 + _P3
+        h = h ^ (_read32(buf, p) * XXH_P1)
+        h = _rotl(h, 23) * XXH_P2 + XXH_P3
         p += 4
     while p < end:
-        h = h ^ (U64(buf[p]) * _P5)
-        h = _rotl(h, 11) * _P1
+        h = h ^ (U64(buf[p]) * XXH_P5)
+        h = _rotl(h, 11) * XXH_P1
         p += 1
     h = h ^ (h >> U64(33))
-    h = h * _P2
+    h = h * XXH_P2
     h = h ^ (h >> U64(29))
-    h = h * _P3
+    h = h * XXH_P3
     h = h ^ (h >> U64(32))
     return h
 
@@ -206,9 +207,9 @@ def combine_tokens(th, start, span):
     their last token never collide, and distinct n-grams collide with probability
     about 2**-64 when the token hashes are unpredictable (the keyed scheme).
     """
-    acc = _P5 ^ U64(span)
+    acc = XXH_P5 ^ U64(span)
     for t in range(start, start + span):
-        acc = fmix64((acc ^ th[t]) * _P1 + _P4)
+        acc = fmix64((acc ^ th[t]) * XXH_P1 + XXH_P4)
     return acc
 
 
@@ -373,12 +374,12 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     # inner loop is independent across n-grams and compiles to vector code
     # (same values as :func:`combine_tokens`, which is the reference).
     acc = out[o : o + nsh]
-    init = _P5 ^ U64(span)
+    init = XXH_P5 ^ U64(span)
     for i in range(nsh):
         acc[i] = init
     for t in range(span):
         for i in range(nsh):
-            acc[i] = fmix64((acc[i] ^ th[i + t]) * _P1 + _P4)
+            acc[i] = fmix64((acc[i] ^ th[i + t]) * XXH_P1 + XXH_P4)
     return nsh, trunc
 
 
@@ -789,7 +790,7 @@ def band_keys(sig, band_lo, band_hi, rows, seed, out):
     nb = band_hi - band_lo
     init = np.empty(nb, dtype=np.uint64)
     for b in range(nb):
-        init[b] = fmix64(seed ^ (U64(band_lo + b + 1) * _P1))
+        init[b] = fmix64(seed ^ (U64(band_lo + b + 1) * XXH_P1))
     for d in prange(n):
         # The bands' chains advance together, a row at a time: independent
         # multiplies in vector lanes instead of one latency-bound chain per band
@@ -798,7 +799,8 @@ def band_keys(sig, band_lo, band_hi, rows, seed, out):
             out[d, b] = init[b]
         for j in range(rows):
             for b in range(nb):
-                out[d, b] = fmix64((out[d, b] ^ U64(sig[d, (band_lo + b) * rows + j])) * _P2 + _P4)
+                row = U64(sig[d, (band_lo + b) * rows + j])
+                out[d, b] = fmix64((out[d, b] ^ row) * XXH_P2 + XXH_P4)
 
 
 @njit(cache=True)

@@ -10,12 +10,17 @@ import numpy as np
 from numba import njit, prange
 
 from neardup.kernels import _unionfind as UF
-from neardup.kernels._kernels import argsort_keys, fmix64, grow_array, hash_span
+from neardup.kernels._kernels import (
+    XXH_P1,
+    XXH_P2,
+    XXH_P4,
+    argsort_keys,
+    fmix64,
+    grow_array,
+    hash_span,
+)
 
 U64 = np.uint64
-_P1 = np.uint64(11400714785074694791)
-_P2 = np.uint64(14029467366897019727)
-_P4 = np.uint64(9650029242287828579)
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
@@ -71,9 +76,9 @@ def mask_keys(sig, masks, word_lo, word_hi, band_lo, seed, out):
     for d in prange(n):
         for t in range(nb):
             bnd = band_lo + t
-            h = fmix64(seed ^ (U64(bnd + 1) * _P1))
+            h = fmix64(seed ^ (U64(bnd + 1) * XXH_P1))
             for j in range(word_lo[bnd], word_hi[bnd]):
-                h = fmix64((h ^ (sig[d, j] & masks[bnd, j])) * _P2 + _P4)
+                h = fmix64((h ^ (sig[d, j] & masks[bnd, j])) * XXH_P2 + XXH_P4)
             out[d, t] = h
 
 
@@ -86,10 +91,10 @@ def code_keys(codes, band_lo, rows, seed, out):
     for d in prange(n):
         for t in range(nb):
             bnd = band_lo + t
-            h = fmix64(seed ^ (U64(bnd + 1) * _P1))
+            h = fmix64(seed ^ (U64(bnd + 1) * XXH_P1))
             base = bnd * rows
             for j in range(rows):
-                h = fmix64((h ^ codes[d, base + j]) * _P2 + _P4)
+                h = fmix64((h ^ codes[d, base + j]) * XXH_P2 + XXH_P4)
             out[d, t] = h
 
 
@@ -110,11 +115,11 @@ def sparse_projections(tok, wts, indptr, nproj, seed, out):
         for j in range(nproj):
             out[d, j] = 0.0
         for t in range(indptr[d], indptr[d + 1]):
-            base = fmix64(seed ^ (tok[t] * _P1))
+            base = fmix64(seed ^ (tok[t] * XXH_P1))
             w = wts[t]
             for j in range(0, nproj, 2):
-                h1 = fmix64(base ^ (U64(j + 1) * _P2))
-                h2 = fmix64(h1 ^ _P4)
+                h1 = fmix64(base ^ (U64(j + 1) * XXH_P2))
+                h2 = fmix64(h1 ^ XXH_P4)
                 rad = np.sqrt(-2.0 * np.log(_unit(h1)))
                 ang = 2.0 * np.pi * _unit(h2)
                 out[d, j] += w * rad * np.cos(ang)
@@ -202,16 +207,16 @@ def icws_codes(tok, wts, indptr, nhash, seed, out):
         for k in range(nhash):
             best = np.inf
             code = U64(0)
-            hk = fmix64(seed ^ (U64(k + 1) * _P2))
+            hk = fmix64(seed ^ (U64(k + 1) * XXH_P2))
             for t in range(indptr[d], indptr[d + 1]):
                 w = wts[t]
                 if w <= 0.0:
                     continue
-                h1 = fmix64(hk ^ (tok[t] * _P1))
-                h2 = fmix64(h1 ^ _P4)
-                h3 = fmix64(h2 ^ _P4)
-                h4 = fmix64(h3 ^ _P4)
-                h5 = fmix64(h4 ^ _P4)
+                h1 = fmix64(hk ^ (tok[t] * XXH_P1))
+                h2 = fmix64(h1 ^ XXH_P4)
+                h3 = fmix64(h2 ^ XXH_P4)
+                h4 = fmix64(h3 ^ XXH_P4)
+                h5 = fmix64(h4 ^ XXH_P4)
                 r = -np.log(_u01(h1)) - np.log(_u01(h2))
                 c = -np.log(_u01(h3)) - np.log(_u01(h4))
                 beta = _u01(h5)
@@ -219,7 +224,7 @@ def icws_codes(tok, wts, indptr, nhash, seed, out):
                 ln_a = np.log(c) - r * (level - beta) - r
                 if ln_a < best:
                     best = ln_a
-                    code = fmix64(tok[t] ^ (U64(np.int64(level) + (1 << 40)) * _P2))
+                    code = fmix64(tok[t] ^ (U64(np.int64(level) + (1 << 40)) * XXH_P2))
             out[d, k] = code
 
 
