@@ -23,7 +23,6 @@ SRC = ROOT / "src" / "neardup"
 OVERSIZE_ALLOWED = {
     "neardup.service.tenant",  # issue 22: tenant split into ingest/query/decisions/...
     "neardup.engines.ray_engine",  # issue 22: shares the batch stages instead
-    "neardup.io.corpus",  # issue 22: readers and writers apart
     "neardup.kernels._kernels",  # issue 22: kernels split by concern
     "neardup.batch.pipeline",  # issue 22: result types, feeder and Deduplicator apart
     "neardup.service.manager",
