@@ -24,7 +24,6 @@ OVERSIZE_ALLOWED = {
     "neardup.service.tenant",  # issue 22: tenant split into ingest/query/decisions/...
     "neardup.engines.ray_engine",  # issue 22: shares the batch stages instead
     "neardup.kernels._kernels",  # issue 22: kernels split by concern
-    "neardup.batch.pipeline",  # issue 22: result types, feeder and Deduplicator apart
     "neardup.service.manager",
     "neardup.service.store",
     "neardup.service.schemas",  # issue 22: models from one source
