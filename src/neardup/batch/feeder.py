@@ -46,9 +46,9 @@ def normalize_and_hash(
 
     Only the shingle-hash sets are kept: each chunk's normalized text is dropped as
     soon as it is hashed, so the buffers stay small and are reused by the allocator
-    instead of being faulted in afresh (measured ~1.6x faster than 64 MiB chunks,
-    and no copy of the corpus is held).  Documents over ``max_document_bytes``
-    (normalized UTF-8) get an empty set and are flagged in ``too_large``.
+    instead of being faulted in afresh (faster than large chunks, and no copy of
+    the corpus is held).  Documents over ``max_document_bytes`` (normalized UTF-8)
+    get an empty set and are flagged in ``too_large``.
     """
     norm = get_normalizer(cfg.normalizer)
     n = len(texts)
@@ -98,8 +98,7 @@ class HashFeeder:
     """Chunks waiting for the workers at most (bounds the memory held for them:
     256 MiB of text at 4 MiB chunks).  Generous on purpose: the compiled reader
     outpaces hashing, and once it is done hashing has every core; a short queue
-    kept the reader waiting and the cores half used (1.32 s vs 1.20 s of reading
-    and hashing on 313k documents)."""
+    kept the reader waiting and the cores half used."""
 
     def __init__(
         self,
@@ -138,8 +137,7 @@ class HashFeeder:
         # One single-threaded kernel per worker, as many workers as numba threads:
         # chunks are independent, so this keeps every core busy without a barrier
         # per chunk (a parallel kernel per chunk waited for its slowest thread,
-        # and shared its cores with the reader: 7.3 ms per 1 MiB chunk while
-        # reading, 4.2-5.0 ms after, against 6.1 ms on one idle core).
+        # and shared its cores with the reader).
         workers = max(1, int(get_num_threads()))
         self._threads = [
             threading.Thread(target=self._run, name=f"neardup-hash-{i}", daemon=True)

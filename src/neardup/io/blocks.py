@@ -223,10 +223,10 @@ class Prefetch:
         for i, q in self._queues.items():
             try:
                 # Memory for the decoded text (never larger than the file), its
-                # pages faulted in here while the reader has other work: in the
-                # reading thread they cost ~0.07 s per 180 MB.  A touch per page,
-                # not MAP_POPULATE: that held the memory map's lock for the whole
-                # call and stalled the main thread's own allocations.
+                # pages faulted in here while the reader has other work, not in
+                # the reading thread.  A touch per page, not MAP_POPULATE: that
+                # held the memory map's lock for the whole call and stalled the
+                # main thread's own allocations.
                 with contextlib.suppress(OSError, ValueError):
                     arena = _plain_pages(os.path.getsize(self.paths[i]))
                     arena[:: mmap.PAGESIZE] = 0

@@ -37,9 +37,9 @@ class RawLines:
 
     Lines are kept as spans of the blocks they were read in rather than as one
     ``bytes`` per line: reading copies nothing per line, and :meth:`write` sends
-    runs of consecutive lines to the file as slices of those blocks.  On 313k
-    records this saved splitting and later re-joining 180 MB in Python (about
-    0.6 s and as much fresh memory).  Behaves as a sequence of ``bytes``.
+    runs of consecutive lines to the file as slices of those blocks, so that the
+    text is never split into lines and joined again in Python (time and as much
+    fresh memory as the text).  Behaves as a sequence of ``bytes``.
     """
 
     __slots__ = ("_block_of", "_blocks", "_ends", "_flat", "_pending", "_starts")
@@ -180,11 +180,11 @@ class RawLines:
     def prepare_write(
         self, indices: Sequence[int] | npt.NDArray[np.int64]
     ) -> Callable[[Callable[[bytes | memoryview], object]], None]:
-        """:meth:`write` in two steps: the runs are found here (NumPy, a few ms),
-        and the function returned writes them to a sink.  A thread that only
-        writes then never waits for the GIL between NumPy calls (that waiting
-        cost a writer thread 0.1 s while the main thread ran Python); given a
-        :class:`SequentialWriter`'s ``write``, it writes in one compiled call.
+        """:meth:`write` in two steps: the runs are found here (NumPy), and the
+        function returned writes them to a sink.  A thread that only writes then
+        never waits for the GIL between NumPy calls (the main thread runs Python
+        meanwhile); given a :class:`SequentialWriter`'s ``write``, it writes in
+        one compiled call.
         """
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size == 0:
@@ -243,8 +243,8 @@ class TextColumn(Sequence[str]):
     Texts read by the compiled JSONL scanner stay as the UTF-8 (ASCII) bytes it
     decoded, one buffer per block, and become ``str`` only when indexed: a run
     needs the strings of a few hundred documents (exact-duplicate checks, the
-    report), not of every one, and building them held the GIL for a second per
-    million documents.  Other texts are kept as given.
+    report), not of every one, and building them all would hold the GIL that
+    other threads need.  Other texts are kept as given.
     """
 
     __slots__ = ("_ends", "_parts")

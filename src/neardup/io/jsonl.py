@@ -39,8 +39,8 @@ def _jsonl_records(r: RecordReader, path: str) -> Iterator[tuple[int, Any, str, 
     for no, line in iter_lines(path):
         if fast is not None:
             try:
-                # orjson parses UTF-8 bytes directly, several times faster; on any
-                # error the standard library below decides and explains.
+                # orjson parses the UTF-8 bytes directly, without decoding them; on
+                # any error the standard library below decides and explains.
                 rec = fast(line)
             except ValueError:
                 pass
@@ -87,8 +87,8 @@ def _bulk_records(
         ids = None if id_field is None else [rec.get(id_field) for rec in recs]
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    # C-level scans (a generator per record cost ~0.07 s per 313k records each);
-    # JSON values never compare equal to None, so ``in`` finds exactly the nulls.
+    # C-level scans, not a Python generator per record; JSON values never
+    # compare equal to None, so ``in`` finds exactly the nulls.
     if texts and set(map(type, texts)) != {str}:
         return None
     if ids is not None and None in ids:
