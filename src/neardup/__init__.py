@@ -24,14 +24,11 @@ from neardup.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from neardup.batch.evaluate import evaluate
+    from neardup.batch.index import DedupIndex
     from neardup.batch.job import run_dedup
-    from neardup.batch.pipeline import (
-        DedupIndex,
-        Deduplicator,
-        DedupResult,
-        Match,
-        find_duplicates,
-    )
+    from neardup.batch.online import Deduplicator
+    from neardup.batch.pipeline import find_duplicates
+    from neardup.batch.results import DedupResult, Match
     from neardup.batch.stream import (
         dedup_records,
         filter_dataset,
@@ -82,14 +79,14 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "Cluster": "neardup.graph.cluster",
     "Config": "neardup.core.config",
-    "DedupIndex": "neardup.batch.pipeline",
-    "DedupResult": "neardup.batch.pipeline",
-    "Deduplicator": "neardup.batch.pipeline",
+    "DedupIndex": "neardup.batch.index",
+    "DedupResult": "neardup.batch.results",
+    "Deduplicator": "neardup.batch.online",
     "Edge": "neardup.graph.cluster",
     "HashKey": "neardup.text.hashing",
     "LSHIndex": "neardup.sketch.lsh",
     "Layout": "neardup.core.layout",
-    "Match": "neardup.batch.pipeline",
+    "Match": "neardup.batch.results",
     "MinHasher": "neardup.sketch.minhash",
     "ShingleSpec": "neardup.core.config",
     "Signature": "neardup.sketch.minhash",

@@ -289,10 +289,11 @@ def test_hash_feeder_equals_batch_hashing(capacity: int) -> None:
 
 
 def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    import neardup.batch.feeder as F
     import neardup.batch.pipeline as P
     from neardup.text.hashing import SchemeDescriptor
 
-    real = P.hash_kernel
+    real = F.hash_kernel
     calls: list[int] = []
 
     def flaky(raw, *args, **kwargs):  # type: ignore[no-untyped-def]
@@ -301,7 +302,7 @@ def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> 
             raise RuntimeError("boom")
         return real(raw, *args, **kwargs)
 
-    monkeypatch.setattr(P, "hash_kernel", flaky)
+    monkeypatch.setattr(F, "hash_kernel", flaky)
     cfg = Config()
     # With a sink: the failed and the drained chunks still give up their places, so
     # no worker waits forever for them.

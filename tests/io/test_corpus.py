@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import InputError, NeardupIOError
+from neardup.io import blocks as B
 from neardup.io import corpus as C
+from neardup.io import jsonl as J
 
 
 def _write(path: Path) -> None:
@@ -30,7 +32,7 @@ def test_fast_and_standard_json_paths_agree(
     src = tmp_path / "a.jsonl"
     _write(src)
     if not fast:
-        monkeypatch.setattr(C, "_fast_loads", lambda: None)
+        monkeypatch.setattr(J, "fast_loads", lambda: None)
     c = C.read_corpus([str(src)], id_field="id")
     assert c.ids == [1, 2, 3, 4]
     assert c.texts == ["café au lait", "x", "big", "ok"]
@@ -73,7 +75,7 @@ def test_block_reader_matches_line_by_line(
     lines[21] = "[1, 2]"
     lines[25] = '{"text": "no id"}'
     src.write_bytes("\n".join(lines).encode())
-    monkeypatch.setattr(C, "_BLOCK_BYTES", block)
+    monkeypatch.setattr(B, "_BLOCK_BYTES", block)
     # Prefetched reads of other sizes than the blocks: 5 bytes doubling to 80.
     monkeypatch.setattr(C.Prefetch, "_FIRST", 5)
     monkeypatch.setattr(C.Prefetch, "_MOST", 80)
@@ -131,17 +133,17 @@ def test_prefetch_gives_what_reading_gives(tmp_path: Path) -> None:
         raise NeardupIOError(path, OSError(5, "Input/output error"))
         yield
 
-    real = C._file_chunks
-    C._file_chunks = failing  # type: ignore[assignment]
+    real = B._file_chunks
+    B._file_chunks = failing  # type: ignore[assignment]
     try:
         pf = C.Prefetch([str(a)])
         with pytest.raises(NeardupIOError, match="Input/output error"):
             C.read_corpus([str(a)], prefetch=pf)  # raised in the reader, not the thread
         pf.close()
     finally:
-        C._file_chunks = real
+        B._file_chunks = real
     # The plain-pages buffer is an ordinary writable array.
-    buf = C._plain_pages(10)
+    buf = B._plain_pages(10)
     buf[:] = 7
     assert buf.dtype == np.uint8 and int(buf.sum()) == 70
 

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from neardup.io import blocks as B
 from neardup.io import corpus as C
+from neardup.io import jsonl as J
 from neardup.kernels._jsonscan import ID_INT, ID_STR, scan_block
 
 _KEYS = st.sampled_from(["text", "id", "meta", "tags", "t", "text ", "Text", "i\u00e9"])
@@ -126,7 +128,7 @@ def test_reader_gives_the_same_corpus_with_and_without_the_scanner(
     rows[12] = '{"id": 12, "key": "k12", "text": null}'
     rows[13] = '{"id": 13.5, "key": "k13", "text": "float id"}'
     src.write_bytes(("\r\n".join(rows[:50]) + "\n" + "\n".join(rows[50:])).encode())
-    monkeypatch.setattr(C, "_BLOCK_BYTES", 2048)
+    monkeypatch.setattr(B, "_BLOCK_BYTES", 2048)
     fed: list[tuple[bytes, list[int], dict[int, str]]] = []
     with_scan = C.read_corpus(
         [str(src)],
@@ -134,7 +136,7 @@ def test_reader_gives_the_same_corpus_with_and_without_the_scanner(
         skip_bad=True,
         on_block=lambda b, o, d: fed.append((bytes(b), o.tolist(), dict(d))),
     )
-    monkeypatch.setattr(C, "_scan_keys", lambda r: None)
+    monkeypatch.setattr(J, "_scan_keys", lambda r: None)
     without = C.read_corpus([str(src)], id_field=id_field, skip_bad=True)
     assert with_scan.ids == without.ids
     assert list(with_scan.texts) == list(without.texts)
