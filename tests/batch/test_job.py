@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.batch.job import _ClusterLines
+from neardup.batch.outputs import ClusterLines
 from neardup.graph.cluster import Cluster, Edge
 
 _ids = st.one_of(
@@ -64,4 +64,4 @@ def test_cluster_lines_equal_json_dumps(
         ],
     }
     expected = json.dumps(rec, ensure_ascii=False, sort_keys=True)
-    assert _ClusterLines(ids).line(new_id, c) == expected
+    assert ClusterLines(ids).line(new_id, c) == expected
