@@ -144,11 +144,11 @@ def summarize_pyspy(raw: Path, top: int = 25) -> dict[str, Any]:
         ("json parse", ("json_body", "loads (json")),
         ("json render", ("render (starlette", "JSONResponse", "dumps (json")),
         ("auth", ("authenticate",)),
-        ("prepare (normalize+hash+sign)", ("prepare (neardup/tenant",)),
+        ("prepare (normalize+hash+sign)", ("prepare (neardup/service/tenant/ingest",)),
         ("find: band index", ("query (neardup/online",)),
         ("find: store reads+decrypt", ("features (neardup/store",)),
-        ("find: exact jaccard", ("_exact (neardup/tenant",)),
-        ("explanation", ("_explain (neardup/tenant",)),
+        ("find: exact jaccard", ("exact_scores (neardup/service/tenant/_state",)),
+        ("explanation", ("_explain (neardup/service/tenant/query",)),
         ("command log write", ("write (neardup/cmdlog",)),
         ("store apply (SQLite)", ("apply_upsert (neardup/store", "apply_event (neardup/store")),
         ("index add", ("add (neardup/online",)),
@@ -179,14 +179,14 @@ def summarize_pyspy(raw: Path, top: int = 25) -> dict[str, Any]:
 
 
 STAGES = {
-    "prepare: normalize + keyed hash + signature": "tenant.py:prepare",
-    "find: band index + store reads + exact Jaccard": "tenant.py:find",
+    "prepare: normalize + keyed hash + signature": "ingest.py:prepare",
+    "find: band index + store reads + exact Jaccard": "query.py:find",
     "  of which store reads + AES-GCM open": "store.py:features",
-    "  of which exact Jaccard (intersect1d)": "tenant.py:_exact",
-    "decision (policy, explanation)": "tenant.py:decision",
-    "  of which explanation spans": "tenant.py:_explain",
+    "  of which exact Jaccard (intersect1d)": "_state.py:exact_scores",
+    "decision (policy, explanation)": "query.py:decision",
+    "  of which explanation spans": "query.py:_explain",
     "command log write (encode + seal + write)": "cmdlog.py:write",
-    "store apply (SQLite + seal)": "tenant.py:_apply",
+    "store apply (SQLite + seal)": "recovery.py:_apply",
     "fsync (group commit)": "cmdlog.py:sync",
 }
 
