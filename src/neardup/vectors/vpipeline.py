@@ -329,7 +329,7 @@ def find_vector_duplicates(
     wts = bags.weights if bags is not None else np.zeros(1, dtype=np.float64)
     iptr = bags.indptr if bags is not None else np.zeros(2, dtype=np.int64)
     sig_kind = V.SIG_BITS if sigs.kind == "bits" else V.SIG_CODES
-    mode = V.MODE_ALL_EDGES if all_edges else V.MODE_FOREST
+    mode = K.MODE_ALL_EDGES if all_edges else K.MODE_FOREST
     seed = _band_seed(cfg)
     fwords, fmax = cfg.prefilter()
     filtered = 0
