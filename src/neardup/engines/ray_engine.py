@@ -1294,11 +1294,10 @@ def run_dedup_ray(
     from neardup.batch.job import check_writable, prepare_output
     from neardup.batch.outputs import commit_output
     from neardup.core.leftovers import release
-    from neardup.graph.cluster import KEEP_RULES
+    from neardup.graph.cluster import check_keep
 
     cfg = config or Config()
-    if keep not in KEEP_RULES:
-        raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
+    check_keep(keep)
     if cc_threshold < 0:
         raise InvalidConfig("cc-threshold", cc_threshold, "must be >= 0", "use e.g. 20000000")
     if num_cpus is not None and num_cpus < 1:

@@ -34,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector
+from neardup.graph.cluster import Component, group_clusters
 from neardup.kernels import _kernels as K
 from neardup.kernels import _unionfind as UF
 from neardup.kernels import _vkernels as V
@@ -168,24 +169,8 @@ class VectorEdge:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class VectorCluster:
+class VectorCluster(Component[VectorEdge]):
     """A family of near-duplicate vectors: members (ascending) and joining edges."""
-
-    id: int
-    representative: int
-    members: tuple[int, ...]
-    edges: tuple[VectorEdge, ...]
-
-    def __len__(self) -> int:
-        return len(self.members)
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "cluster": self.id,
-            "representative": self.representative,
-            "members": list(self.members),
-            "edges": [e.to_dict() for e in self.edges],
-        }
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -383,7 +368,7 @@ def find_vector_duplicates(
         ):
             est = cosine_from_hamming(g, bits) if sig_kind == V.SIG_BITS else g / bits
             edges.append(VectorEdge(a=a, b=b, metric=cfg.metric, score=s, estimate=est, band=band))
-    clusters, rep = _clusters(n, parent, edges)
+    clusters, rep = _clusters(parent, edges)
     t_end = time.perf_counter()
     stats = {
         "items": n,
@@ -417,30 +402,12 @@ def find_vector_duplicates(
 
 
 def _clusters(
-    n: int, parent: npt.NDArray[np.int64], edges: list[VectorEdge]
+    parent: npt.NDArray[np.int64], edges: list[VectorEdge]
 ) -> tuple[list[VectorCluster], npt.NDArray[np.int64]]:
-    roots = UF.roots(parent)  # the root of a component is its smallest member
-    if not edges:
-        return [], roots
-    touched = np.flatnonzero(roots != np.arange(n))
-    comp_roots = np.unique(roots[touched])
-    by_root: dict[int, list[VectorEdge]] = {int(r): [] for r in comp_roots}
-    for e in edges:
-        by_root[int(roots[e.a])].append(e)
-    members_sorted = np.sort(np.concatenate([touched, comp_roots]))
-    grouped: dict[int, list[int]] = {int(r): [] for r in comp_roots}
-    for m in members_sorted.tolist():
-        grouped[int(roots[m])].append(m)
-    clusters = [
-        VectorCluster(
-            id=cid,
-            representative=int(r),
-            members=tuple(grouped[int(r)]),
-            edges=tuple(by_root[int(r)]),
-        )
-        for cid, r in enumerate(comp_roots.tolist())
-    ]
-    return clusters, roots
+    # The join joined exactly the verified edges; roots are the smallest members,
+    # the representatives of keep="first".
+    roots = UF.roots(parent)
+    return group_clusters(roots, edges, VectorCluster), roots
 
 
 def vector_scores(
