@@ -249,7 +249,7 @@ def _audit_html(
 ) -> str:
     from collections import Counter
 
-    from neardup.batch.report import PAGE_CSS, bar_chart, highlight_spans
+    from neardup.batch.report import bar_chart, highlight_spans, page_top
 
     leak = a["leakage"]
     cards = [
@@ -313,22 +313,9 @@ def _audit_html(
                 + f"<pre>{highlight_spans(texts[e.a], list(e.spans_a))}</pre>"
                 f"<pre>{highlight_spans(texts[e.b], list(e.spans_b))}</pre></div>"
             )
-    card_html = "".join(
-        f"<div class='card'><b>{esc(str(v))}</b>{esc(k)}</div>" for k, v in cards
-    )
-    table_html = "".join(
-        f"<tr><td>{esc(k)}</td><td class='n'>{esc(str(v))}</td></tr>" for k, v in rows
-    )
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup audit</title><style>" + PAGE_CSS + "</style></head><body>"
-        "<h1>neardup audit</h1><p class='muted'>"
-        + esc(", ".join(a["inputs"])[:300])
-        + "</p><div class='cards'>"
-        + card_html
-        + "</div><h2>Run</h2><table>"
-        + table_html
-        + "</table><h2>Cross-split leakage (records of A with a relative in B)</h2><table>"
+        page_top("neardup audit", "neardup audit", a["inputs"], cards, rows)
+        + "<h2>Cross-split leakage (records of A with a relative in B)</h2><table>"
         + leak_rows
         + "</table>"
         + slices
