@@ -777,10 +777,18 @@ class FeatureStore:
         if seq <= self.applied_seq:
             return False
         with self._tx():
-            self._event(seq, event)
-            self._idem(seq, idem)
-            self._set_applied(seq)
+            self._finish(seq, event, idem)
         return True
+
+    def _finish(
+        self, seq: int, event: dict[str, Any] | None, idem: tuple[str, str, bytes] | None
+    ) -> None:
+        """The end of every command's transaction: its decision event (if any), its
+        idempotency record, and ``applied_seq`` advanced to ``seq``."""
+        if event is not None:
+            self._event(seq, event)
+        self._idem(seq, idem)
+        self._set_applied(seq)
 
     # -- writes (each one transaction, advancing applied_seq) ----------------------
     def apply_upsert(
@@ -833,10 +841,7 @@ class FeatureStore:
                 "VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
                 row,
             )
-            if event is not None:
-                self._event(seq, event)
-            self._idem(seq, idem)
-            self._set_applied(seq)
+            self._finish(seq, event, idem)
         return True
 
     def apply_tombstone(
@@ -856,10 +861,7 @@ class FeatureStore:
                 "UPDATE items SET tombstone_epoch=? WHERE pos=? AND tombstone_epoch IS NULL",
                 (epoch, pos),
             )
-            if event is not None:
-                self._event(seq, event)
-            self._idem(seq, idem)
-            self._set_applied(seq)
+            self._finish(seq, event, idem)
         return True
 
     def apply_compact(self, seq: int) -> int:
