@@ -39,7 +39,7 @@ from neardup.kernels import _kernels as K
 from neardup.kernels import _unionfind as UF
 from neardup.kernels import _vkernels as V
 from neardup.text.hashing import HashKey
-from neardup.vectors.hamming import BitBands, code_band_keys
+from neardup.vectors.hamming import BitBands, bucket_mates, code_band_keys, fill_buckets
 from neardup.vectors.sketches import (
     METRIC_CODES,
     SIMILARITIES,
@@ -528,15 +528,8 @@ class VectorIndex:
         bkeys: list[tuple[int, int]],
         limit: int,
     ) -> list[VectorMatch]:
-        found: dict[int, None] = {}
-        for bk in bkeys:
-            for p in self._buckets.get(bk, ()):
-                if self._live[p]:
-                    found[p] = None
-        cands = sorted(found)
-        if len(cands) > limit:
-            self.candidate_overflow += len(cands) - limit
-            cands = cands[:limit]
+        cands, cut = bucket_mates(self._buckets, self._live, bkeys, limit)
+        self.candidate_overflow += cut
         if not cands:
             return []
         M = np.vstack([v] + [self._vecs[p] for p in cands])
@@ -579,12 +572,7 @@ class VectorIndex:
         self._sigs.append(sig)
         self._live.append(True)
         self._pos[key] = p
-        for bk in bkeys:
-            bucket = self._buckets.setdefault(bk, [])
-            if len(bucket) >= self._cfg.max_bucket_size:
-                self.bucket_overflow += 1
-            else:
-                bucket.append(p)
+        self.bucket_overflow += fill_buckets(self._buckets, bkeys, p, self._cfg.max_bucket_size)
         return matches
 
     def remove(self, key: Hashable) -> None:
