@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neardup.batch.job import prepare_output
-from neardup.batch.outputs import commit_output
+from neardup.batch.outputs import commit_output, write_json
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
 from neardup.core.ids import json_id
@@ -161,9 +161,7 @@ def run_audit(
         with open(os.path.join(tmp, "families.jsonl"), "w", encoding="utf-8") as fh:
             for f in fam.families:
                 fh.write(json.dumps(f.to_dict(ids), ensure_ascii=False, sort_keys=True) + "\n")
-        with open(os.path.join(tmp, "audit.json"), "w", encoding="utf-8") as fh:
-            json.dump(audit, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        write_json(os.path.join(tmp, "audit.json"), audit)
         with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
             fh.write(_audit_html(fam, ids, corpus.texts, audit))
         commit_output(tmp, output)
@@ -233,9 +231,7 @@ def run_split(
                 "config_fingerprint": fam.stats["config_fingerprint"],
             }
         )
-        with open(os.path.join(tmp, "split.json"), "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        write_json(os.path.join(tmp, "split.json"), report)
         commit_output(tmp, output)
         tmp = None
         return report
