@@ -31,7 +31,6 @@ OVERSIZE_ALLOWED = {
     "neardup.service.feedback",
     "neardup.vectors.sketches",
     "neardup.service.server",
-    "neardup.vectors.vpipeline",
     "neardup.text.hashing",
     "neardup.lineage.families",
 }

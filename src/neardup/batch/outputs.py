@@ -22,7 +22,14 @@ from neardup.core._errors import NeardupIOError
 from neardup.core._posix import peak_rss_bytes
 from neardup.core.leftovers import OWNER_FILE, adopt, critical, disown, note_written, release
 
-__all__ = ["ClusterLines", "commit_output", "finish_output", "write_clusters", "writing"]
+__all__ = [
+    "ClusterLines",
+    "commit_output",
+    "finish_output",
+    "write_clusters",
+    "write_json",
+    "writing",
+]
 
 
 def _fsync_tree(path: str) -> None:
@@ -97,13 +104,19 @@ def writing(path: str, where_else: str | None = None) -> Iterator[None]:
         raise NeardupIOError(exc.filename or path, exc, where_else) from exc
 
 
+def write_json(path: str, doc: Any) -> None:
+    """``doc`` as the JSON file ``path`` of a run's outputs (indented, keys sorted)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(doc, fh, indent=2, sort_keys=True)
+        fh.write("\n")
+
+
 def finish_output(tmp: str, output: str, stats: dict[str, Any], t_start: float) -> None:
     stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
     stats["peak_memory_bytes"] = peak_rss_bytes()
     path = os.path.join(tmp, "stats.json")
-    with writing(path), open(path, "w", encoding="utf-8") as fh:
-        json.dump(stats, fh, indent=2, sort_keys=True)
-        fh.write("\n")
+    with writing(path):
+        write_json(path, stats)
     commit_output(tmp, output)
 
 

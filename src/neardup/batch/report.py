@@ -22,7 +22,13 @@ from neardup.graph.cluster import Cluster
 from neardup.sketch.lsh import candidate_probability
 from neardup.verify.explain import shared_shingles, shared_spans
 
-__all__ = ["render_report", "render_vector_report", "write_scurve_png"]
+__all__ = [
+    "cluster_heading",
+    "page_top",
+    "render_report",
+    "render_vector_report",
+    "write_scurve_png",
+]
 
 PAGE_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -122,6 +128,46 @@ def _curve(
     )
 
 
+def page_top(
+    title: str,
+    heading: str,
+    inputs: Sequence[Any],
+    cards: Sequence[tuple[str, Any]],
+    rows: Sequence[tuple[str, Any]],
+) -> str:
+    """The start of a report page, through its "Run" table: head, heading, the
+    inputs, the ``cards`` (label, value) and the ``rows`` (label, value)."""
+    card_html = "".join(
+        f"<div class='card'><b>{html.escape(str(v))}</b>{html.escape(k)}</div>" for k, v in cards
+    )
+    table_html = "".join(
+        f"<tr><td>{html.escape(k)}</td><td class='n'>{html.escape(str(v))}</td></tr>"
+        for k, v in rows
+    )
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{title}</title><style>" + PAGE_CSS + "</style></head><body>"
+        f"<h1>{heading}</h1><p class='muted'>"
+        + html.escape(", ".join(map(str, inputs))[:300])
+        + "</p><div class='cards'>"
+        + card_html
+        + "</div><h2>Run</h2><table>"
+        + table_html
+        + "</table>"
+    )
+
+
+def cluster_heading(c: Any, ids: Sequence[Any]) -> str:
+    """A cluster's heading in a report: its size, representative and first members."""
+    return (
+        f"<h3>Cluster {c.id}: {len(c)} members, representative "
+        f"{html.escape(str(ids[c.representative]))}</h3><p class='edge'>members: "
+        + html.escape(", ".join(str(ids[m]) for m in c.members[:40]))
+        + (" …" if len(c) > 40 else "")
+        + "</p>"
+    )
+
+
 _SHOWN = 4000
 
 
@@ -194,16 +240,7 @@ def render_report(
     shingle_counts: Counter[str] = Counter()
     sections = []
     for c in biggest:
-        sections.append(
-            f"<h3>Cluster {c.id}: {len(c)} members, representative "
-            f"{html.escape(str(ids[c.representative]))}</h3>"
-        )
-        sections.append(
-            "<p class='edge'>members: "
-            + html.escape(", ".join(str(ids[m]) for m in c.members[:40]))
-            + (" …" if len(c) > 40 else "")
-            + "</p>"
-        )
+        sections.append(cluster_heading(c, ids))
         for e in [x for x in c.edges if x.method != "identical"][:3]:
             ta, tb = texts.get(e.a), texts.get(e.b)
             if ta is None or tb is None:
@@ -236,23 +273,9 @@ def render_report(
         f"<tr><td class='n'>{n}</td><td><code>{html.escape(s[:120])}</code></td></tr>"
         for s, n in top
     )
-    card_html = "".join(
-        f"<div class='card'><b>{html.escape(str(v))}</b>{html.escape(k)}</div>" for k, v in cards
-    )
-    table_html = "".join(
-        f"<tr><td>{html.escape(k)}</td><td class='n'>{html.escape(str(v))}</td></tr>"
-        for k, v in rows_tbl
-    )
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup report</title><style>" + PAGE_CSS + "</style></head><body>"
-        "<h1>neardup report</h1><p class='muted'>"
-        + html.escape(", ".join(map(str, stats.get("inputs", [])))[:300])
-        + "</p><div class='cards'>"
-        + card_html
-        + "</div>"
-        "<h2>Run</h2><table>" + table_html + "</table>"
-        "<h2>Cluster sizes</h2>"
+        page_top("neardup report", "neardup report", stats.get("inputs", []), cards, rows_tbl)
+        + "<h2>Cluster sizes</h2>"
         + bar_chart(size_bars, "cluster sizes")
         + "<h2>Similarity of verified near-duplicate edges</h2>"
         + bar_chart(sim_bars, "exact Jaccard of verified edges", "#6C3BAA")
@@ -367,13 +390,7 @@ def render_vector_report(
     biggest = sorted(clusters, key=lambda c: (-len(c), c.id))[:8]
     sections = []
     for c in biggest:
-        sections.append(
-            f"<h3>Cluster {c.id}: {len(c)} members, representative "
-            f"{html.escape(str(ids[c.representative]))}</h3><p class='edge'>members: "
-            + html.escape(", ".join(str(ids[m]) for m in c.members[:40]))
-            + (" …" if len(c) > 40 else "")
-            + "</p>"
-        )
+        sections.append(cluster_heading(c, ids))
         for e in c.edges[:3]:
             head = (
                 f"<p class='edge'>{html.escape(str(ids[e.a]))} — {html.escape(str(ids[e.b]))}: "
@@ -386,23 +403,15 @@ def render_vector_report(
                     f"<pre>{highlight_spans(tb, [])}</pre></div>"
                 )
             sections.append(head)
-    card_html = "".join(
-        f"<div class='card'><b>{html.escape(str(v))}</b>{html.escape(k)}</div>" for k, v in cards
-    )
-    table_html = "".join(
-        f"<tr><td>{html.escape(k)}</td><td class='n'>{html.escape(str(v))}</td></tr>"
-        for k, v in rows_tbl
-    )
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup vector report</title><style>" + PAGE_CSS + "</style></head><body>"
-        "<h1>neardup report (vectors)</h1><p class='muted'>"
-        + html.escape(", ".join(map(str, stats.get("inputs", [])))[:300])
-        + "</p><div class='cards'>"
-        + card_html
-        + "</div><h2>Run</h2><table>"
-        + table_html
-        + "</table><h2>Cluster sizes</h2>"
+        page_top(
+            "neardup vector report",
+            "neardup report (vectors)",
+            stats.get("inputs", []),
+            cards,
+            rows_tbl,
+        )
+        + "<h2>Cluster sizes</h2>"
         + bar_chart(size_bars, "cluster sizes")
         + f"<h2>Exact {metric} of verified edges</h2>"
         + bar_chart(sim_bars, f"exact {metric} of verified edges", "#6C3BAA")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -25,21 +25,55 @@ from neardup.core._errors import (
 )
 from neardup.core.config import Config, ShingleSpec
 
-if TYPE_CHECKING:
-    pass
-
 __all__ = [
     "CONFIG_OPTIONS",
+    "METHOD_OPTION",
+    "OVERWRITE_OPTION",
+    "Decorator",
     "Main",
     "Progress",
+    "choice_option",
     "common_options",
     "config_from",
     "errors",
     "exit_now",
+    "input_args",
+    "needs_extra",
+    "options",
     "parse_size",
     "ready_kernels",
     "resolved_inputs",
 ]
+
+Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+"""What ``click.option(...)`` returns: it adds an option to the command it decorates."""
+
+
+def options(*decorators: Decorator) -> Decorator:
+    """One decorator that applies ``decorators`` as if they were written, in this
+    order, above the command (click lists options in that order)."""
+
+    def apply(f: Callable[..., Any]) -> Callable[..., Any]:
+        for deco in reversed(decorators):
+            f = deco(f)
+        return f
+
+    return apply
+
+
+def choice_option(name: str, choices: Sequence[str], help: str) -> Decorator:
+    """An option taking one of ``choices``, the first by default (shown in --help)."""
+    return click.option(
+        name, type=click.Choice(list(choices)), default=choices[0], show_default=True, help=help
+    )
+
+
+METHOD_OPTION = choice_option(
+    "--method", ["lsh", "exact"], "MinHash LSH candidates, or the exact similarity join (recall 1)."
+)
+OVERWRITE_OPTION = click.option(
+    "--overwrite", is_flag=True, help="Replace an existing output folder."
+)
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
@@ -68,6 +102,17 @@ def parse_size(text: str) -> int:
     if m is None or unit not in _UNITS:
         raise InvalidConfig("memory-limit", text, "not a size", "write e.g. 8GB, 512MiB or 1000000")
     return int(float(m.group(1)) * _UNITS[unit])
+
+
+@contextmanager
+def needs_extra(extra: str) -> Iterator[None]:
+    """Imports of an optional extra: a missing package ends the command (exit 2)
+    with the pip command that installs the extra."""
+    try:
+        yield
+    except ImportError as exc:
+        click.echo(f"error: {exc}; fix: pip install 'neardup[{extra}]'", err=True)
+        sys.exit(2)
 
 
 @contextmanager
@@ -164,113 +209,98 @@ def config_from(opts: dict[str, Any]) -> Config:
     )
 
 
-def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    opts = [
-        click.option(
-            "--text-field",
-            default="text",
-            show_default=True,
-            help="Field/column holding the text (JSONL, Parquet, CSV, datasets).",
-        ),
-        click.option(
-            "--id-field",
-            default=None,
-            help="Field/column holding record ids; default: row numbers (dedup: the "
-            "field 'id' when every record has a distinct one).",
-        ),
-        click.option(
-            "--threshold",
-            type=float,
-            default=0.8,
-            show_default=True,
-            help="Exact Jaccard similarity at which two documents are duplicates (with "
-            "--vectors: the exact cosine, or the l2/l1 distance radius).",
-        ),
-        click.option(
-            "--shingle",
-            default="word:5",
-            show_default=True,
-            help="Shingles: word:N, char:N or byte:N.",
-        ),
-        click.option(
-            "--normalizer",
-            default="nfkc-casefold",
-            show_default=True,
-            help="Normalizer: nfkc-casefold, nfkc or raw.",
-        ),
-        click.option(
-            "--num-perm",
-            type=int,
-            default=128,
-            show_default=True,
-            help="Signature length (MinHash rows).",
-        ),
-        click.option(
-            "--bands",
-            type=int,
-            default=None,
-            help="LSH bands; default: chosen for recall at the threshold.",
-        ),
-        click.option("--rows", type=int, default=None, help="Rows per LSH band."),
-        click.option(
-            "--signature",
-            type=click.Choice(["minhash", "oph"]),
-            default="minhash",
-            show_default=True,
-            help="k-permutation or one-permutation MinHash.",
-        ),
-        click.option(
-            "--verify",
-            type=click.Choice(["exact", "estimate"]),
-            default="exact",
-            show_default=True,
-            help="Verify candidates exactly or by estimate.",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=42,
-            show_default=True,
-            help="Seed of the hash functions and permutations.",
-        ),
-        click.option(
-            "--memory-limit",
-            default="4GiB",
-            show_default=True,
-            help="Planned memory ceiling, e.g. 8GB; checked before allocating.",
-        ),
-        click.option(
-            "--max-shingles",
-            type=int,
-            default=1_000_000,
-            show_default=True,
-            help="Cap on shingles per document (truncation is reported).",
-        ),
-        click.option(
-            "--max-document-bytes",
-            type=int,
-            default=10 * 1024 * 1024,
-            show_default=True,
-            help="Larger documents are reported, not compared.",
-        ),
-        click.option(
-            "--skip-bad", is_flag=True, help="Count and skip malformed records instead of stopping."
-        ),
-        click.option(
-            "--workers",
-            type=int,
-            default=None,
-            help="Threads for the compiled kernels (results do not depend on it).",
-        ),
-        click.option(
-            "--quiet",
-            is_flag=True,
-            help="No progress bars on stderr (the summary line on stdout stays).",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
+common_options = options(
+    click.option(
+        "--text-field",
+        default="text",
+        show_default=True,
+        help="Field/column holding the text (JSONL, Parquet, CSV, datasets).",
+    ),
+    click.option(
+        "--id-field",
+        default=None,
+        help="Field/column holding record ids; default: row numbers (dedup: the "
+        "field 'id' when every record has a distinct one).",
+    ),
+    click.option(
+        "--threshold",
+        type=float,
+        default=0.8,
+        show_default=True,
+        help="Exact Jaccard similarity at which two documents are duplicates (with "
+        "--vectors: the exact cosine, or the l2/l1 distance radius).",
+    ),
+    click.option(
+        "--shingle",
+        default="word:5",
+        show_default=True,
+        help="Shingles: word:N, char:N or byte:N.",
+    ),
+    click.option(
+        "--normalizer",
+        default="nfkc-casefold",
+        show_default=True,
+        help="Normalizer: nfkc-casefold, nfkc or raw.",
+    ),
+    click.option(
+        "--num-perm",
+        type=int,
+        default=128,
+        show_default=True,
+        help="Signature length (MinHash rows).",
+    ),
+    click.option(
+        "--bands",
+        type=int,
+        default=None,
+        help="LSH bands; default: chosen for recall at the threshold.",
+    ),
+    click.option("--rows", type=int, default=None, help="Rows per LSH band."),
+    choice_option("--signature", ["minhash", "oph"], "k-permutation or one-permutation MinHash."),
+    choice_option("--verify", ["exact", "estimate"], "Verify candidates exactly or by estimate."),
+    click.option(
+        "--seed",
+        type=int,
+        default=42,
+        show_default=True,
+        help="Seed of the hash functions and permutations.",
+    ),
+    click.option(
+        "--memory-limit",
+        default="4GiB",
+        show_default=True,
+        help="Planned memory ceiling, e.g. 8GB; checked before allocating.",
+    ),
+    click.option(
+        "--max-shingles",
+        type=int,
+        default=1_000_000,
+        show_default=True,
+        help="Cap on shingles per document (truncation is reported).",
+    ),
+    click.option(
+        "--max-document-bytes",
+        type=int,
+        default=10 * 1024 * 1024,
+        show_default=True,
+        help="Larger documents are reported, not compared.",
+    ),
+    click.option(
+        "--skip-bad", is_flag=True, help="Count and skip malformed records instead of stopping."
+    ),
+    click.option(
+        "--workers",
+        type=int,
+        default=None,
+        help="Threads for the compiled kernels (results do not depend on it).",
+    ),
+    click.option(
+        "--quiet",
+        is_flag=True,
+        help="No progress bars on stderr (the summary line on stdout stays).",
+    ),
+)
+"""The options of every command that reads a corpus (fields, the Config, threads)."""
 
 
 class Main(click.Group):
@@ -301,6 +331,12 @@ def exit_now() -> None:
         if stream is not None:
             stream.flush()
     os._exit(0)
+
+
+def input_args(opts: dict[str, Any]) -> dict[str, Any]:
+    """How the shared options say to read the inputs: ``text_field``, ``id_field``
+    and ``skip_bad``, as keyword arguments of the readers and jobs."""
+    return {name: opts[name] for name in ("text_field", "id_field", "skip_bad")}
 
 
 def resolved_inputs(inputs: tuple[str, ...]) -> tuple[str, ...]:

@@ -12,12 +12,16 @@ from neardup.cli._clihelp import (
     SectionedCommand,
 )
 from neardup.cli.common import (
+    METHOD_OPTION,
+    OVERWRITE_OPTION,
     Main,
     Progress,
+    choice_option,
     common_options,
     config_from,
     errors,
     exit_now,
+    input_args,
     ready_kernels,
     resolved_inputs,
 )
@@ -34,20 +38,8 @@ __all__ = ["compile_cmd", "dedup"]
 @click.command(cls=SectionedCommand, sections=DEDUP_SECTIONS)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True, help="Output folder (must not exist).")
-@click.option(
-    "--method",
-    type=click.Choice(["lsh", "exact"]),
-    default="lsh",
-    show_default=True,
-    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
-)
-@click.option(
-    "--keep",
-    type=click.Choice(["first", "longest", "shortest"]),
-    default="first",
-    show_default=True,
-    help="Which member of a cluster is kept.",
-)
+@METHOD_OPTION
+@choice_option("--keep", ["first", "longest", "shortest"], "Which member of a cluster is kept.")
 @click.option(
     "--row-ids",
     is_flag=True,
@@ -55,7 +47,7 @@ __all__ = ["compile_cmd", "dedup"]
 )
 @click.option("--against", default=None, help="Dedup against the index saved in this folder.")
 @click.option("--save-index", default=None, help="Save the index of all documents here.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
+@OVERWRITE_OPTION
 @click.option("--dry-run", is_flag=True, help="Compute and print stats, write nothing.")
 @click.option("--no-report", is_flag=True, help="Skip report.html.")
 @click.option(
@@ -83,12 +75,10 @@ __all__ = ["compile_cmd", "dedup"]
     help="Dedup the vectors in FIELD (a list of numbers, or an object of feature: weight) "
     "instead of text; .npy inputs take any FIELD name.",
 )
-@click.option(
+@choice_option(
     "--metric",
-    type=click.Choice(["cosine", "l2", "l1", "weighted_jaccard"]),
-    default="cosine",
-    show_default=True,
-    help="With --vectors: cosine (random hyperplanes; --threshold is the cosine), "
+    ["cosine", "l2", "l1", "weighted_jaccard"],
+    "With --vectors: cosine (random hyperplanes; --threshold is the cosine), "
     "l2/l1 (p-stable; --threshold is the distance radius) or weighted_jaccard "
     "(feature bags; consistent weighted sampling).",
 )
@@ -106,12 +96,10 @@ __all__ = ["compile_cmd", "dedup"]
     show_default=True,
     help="Signature bits for --hamming-radius.",
 )
-@click.option(
+@choice_option(
     "--engine",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="local (this process), or ray (Ray Data, the ray extra): same clusters and kept set.",
+    ["local", "ray"],
+    "local (this process), or ray (Ray Data, the ray extra): same clusters and kept set.",
 )
 @click.option(
     "--ray-address",
@@ -296,13 +284,11 @@ def dedup(
                 list(inputs),
                 output,
                 config=cfg,
-                text_field=opts["text_field"],
-                id_field=opts["id_field"],
+                **input_args(opts),
                 keep=keep,
                 method=method,  # type: ignore[arg-type]
                 against=against,
                 save_index=save_index,
-                skip_bad=opts["skip_bad"],
                 overwrite=overwrite,
                 dry_run=dry_run,
                 workers=opts["workers"],
@@ -371,10 +357,8 @@ def _dedup_ray(
         list(inputs),
         output,
         config=cfg,
-        text_field=opts["text_field"],
-        id_field=opts["id_field"],
+        **input_args(opts),
         keep=keep,
-        skip_bad=opts["skip_bad"],
         overwrite=overwrite,
         dry_run=dry_run,
         ray_address=ray_address,
@@ -442,9 +426,7 @@ def _dedup_vectors(
             output,
             vectors_field=vectors_field,
             config=cfg,
-            id_field=opts["id_field"],
-            text_field=opts["text_field"],
-            skip_bad=opts["skip_bad"],
+            **input_args(opts),
             overwrite=overwrite,
             dry_run=dry_run,
             workers=opts["workers"],

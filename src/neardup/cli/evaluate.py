@@ -5,7 +5,7 @@ join.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -17,11 +17,9 @@ from neardup.cli.common import (
     common_options,
     config_from,
     errors,
+    input_args,
     resolved_inputs,
 )
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["eval_cmd"]
 
@@ -43,12 +41,7 @@ def eval_cmd(inputs: tuple[str, ...], as_json: bool, **opts: Any) -> None:
     with errors():
         cfg = config_from(opts)
         set_workers(opts["workers"])
-        corpus = read_corpus(
-            list(inputs),
-            text_field=opts["text_field"],
-            id_field=opts["id_field"],
-            skip_bad=opts["skip_bad"],
-        )
+        corpus = read_corpus(list(inputs), **input_args(opts))
         report = evaluate(corpus.texts, config=cfg)
     if as_json:
         click.echo(json.dumps(report, sort_keys=True))

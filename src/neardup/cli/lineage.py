@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -16,16 +16,17 @@ from neardup.cli._clihelp import (
     split_sections,
 )
 from neardup.cli.common import (
+    METHOD_OPTION,
+    OVERWRITE_OPTION,
     common_options,
     config_from,
     errors,
+    input_args,
+    options,
     resolved_inputs,
 )
 from neardup.core._provenance import PROVENANCE_FIELDS
 from neardup.core.config import Config
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["audit", "split"]
 
@@ -39,6 +40,18 @@ def _provenance_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+_family_options = options(
+    METHOD_OPTION,
+    click.option("--decisions", default=None, help="Reviewer decisions (JSONL) to honour."),
+    click.option(
+        "--ignore-boilerplate",
+        is_flag=True,
+        help="Drop near edges that fall below the threshold without boilerplate shingles.",
+    ),
+)
+"""How audit and split build families: candidates, reviewers' decisions, boilerplate."""
+
+
 def _fields(opts: dict[str, Any]) -> dict[str, str]:
     return {
         name: opts.pop(name + "_field")
@@ -50,20 +63,8 @@ def _fields(opts: dict[str, Any]) -> dict[str, str]:
 @click.command(cls=SectionedCommand, sections=audit_sections(PROVENANCE_FIELDS))
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", default=None, help="Output folder (omit to print only).")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
-@click.option(
-    "--method",
-    type=click.Choice(["lsh", "exact"]),
-    default="lsh",
-    show_default=True,
-    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
-)
-@click.option("--decisions", default=None, help="Reviewer decisions (JSONL) to honour.")
-@click.option(
-    "--ignore-boilerplate",
-    is_flag=True,
-    help="Drop near edges that fall below the threshold without boilerplate shingles.",
-)
+@OVERWRITE_OPTION
+@_family_options
 @click.option(
     "--large-family",
     type=int,
@@ -106,13 +107,11 @@ def audit(
             output,
             fields=fields,
             config=cfg,
-            text_field=opts["text_field"],
-            id_field=opts["id_field"],
+            **input_args(opts),
             method=method,
             decisions=decisions,
             ignore_boilerplate=ignore_boilerplate,
             large_family=large_family,
-            skip_bad=opts["skip_bad"],
             overwrite=overwrite,
         )
     leak = res["leakage"]
@@ -138,20 +137,8 @@ def audit(
     help="Split names and shares.",
 )
 @click.option("--stratify-field", default=None, help="Balance each value of this column.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
-@click.option(
-    "--method",
-    type=click.Choice(["lsh", "exact"]),
-    default="lsh",
-    show_default=True,
-    help="MinHash LSH candidates, or the exact similarity join (recall 1).",
-)
-@click.option("--decisions", default=None, help="Reviewer decisions (JSONL) to honour.")
-@click.option(
-    "--ignore-boilerplate",
-    is_flag=True,
-    help="Drop near edges that fall below the threshold without boilerplate shingles.",
-)
+@OVERWRITE_OPTION
+@_family_options
 @_provenance_options
 @common_options
 def split(
@@ -190,12 +177,10 @@ def split(
             fields=fields,
             stratify_field=stratify_field,
             config=cfg,
-            text_field=opts["text_field"],
-            id_field=opts["id_field"],
+            **input_args(opts),
             method=method,
             decisions=decisions,
             ignore_boilerplate=ignore_boilerplate,
-            skip_bad=opts["skip_bad"],
             overwrite=overwrite,
         )
     click.echo(

@@ -6,15 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING
 
 import click
 
 from neardup.cli.common import errors
 from neardup.core._errors import InvalidConfig
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["params"]
 

@@ -5,19 +5,18 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from neardup.cli.common import (
+    Decorator,
     errors,
+    needs_extra,
+    options,
     ready_kernels,
 )
 from neardup.core._errors import InvalidConfig
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["apikey", "repair", "route", "serve"]
 
@@ -42,7 +41,7 @@ def _service_config(opts: dict[str, Any]) -> Any:
     )
 
 
-_SERVICE_PATHS = [
+_service_paths = options(
     click.option("--data-dir", required=True, help="Data directory (created if absent)."),
     click.option(
         "--master-key-file",
@@ -55,19 +54,21 @@ _SERVICE_PATHS = [
         help="API key file (hashed keys), outside the data directory "
         "[default: DATA_DIR.keys.json].",
     ),
-]
+)
+_HOST = click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+_LOG_LEVEL = click.option(
+    "--log-level", default="warning", show_default=True, help="uvicorn log level."
+)
 
 
-def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
-    for deco in reversed(_SERVICE_PATHS):
-        f = deco(f)
-    return f
+def _port(default: int) -> Decorator:
+    return click.option("--port", default=default, show_default=True, type=int, help="TCP port.")
 
 
 @click.command()
 @_service_paths
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8731, show_default=True, type=int, help="TCP port.")
+@_HOST
+@_port(8731)
 @click.option(
     "--content-root",
     multiple=True,
@@ -120,7 +121,7 @@ def _service_paths(f: Callable[..., Any]) -> Callable[..., Any]:
     help="Seconds a write may take before it is logged (waiting included); "
     "past it: 503 deadline_exceeded and nothing is recorded.",
 )
-@click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
+@_LOG_LEVEL
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
@@ -138,15 +139,12 @@ def serve(**opts: Any) -> None:
     Example: neardup serve --data-dir ./nd-data --operator-tenant acme --port 8731
     """
 
-    try:
+    with needs_extra("service"):
         import uvicorn
 
         from neardup.service.manager import Service
         from neardup.service.server import create_app
         from neardup.service.workers import default_workers
-    except ImportError as exc:
-        click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
-        sys.exit(2)
     workers = opts["workers"] or default_workers()
     ready_kernels("service")
     with errors():
@@ -289,9 +287,9 @@ def repair(**opts: Any) -> None:
 
 @click.command()
 @click.option("--table", required=True, help="Routing table JSON (tenant id -> backend URL).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8730, show_default=True, type=int, help="TCP port.")
-@click.option("--log-level", default="warning", show_default=True, help="uvicorn log level.")
+@_HOST
+@_port(8730)
+@_LOG_LEVEL
 def route(**opts: Any) -> None:
     """Forward each tenant's requests to the `neardup serve` process that owns it.
 
@@ -299,13 +297,10 @@ def route(**opts: Any) -> None:
 
     Example: neardup route --table routes.json --port 8730
     """
-    try:
+    with needs_extra("service"):
         import uvicorn
 
         from neardup.service.router import RoutingTable, create_router
-    except ImportError as exc:
-        click.echo(f"error: {exc}; fix: pip install 'neardup[service]'", err=True)
-        sys.exit(2)
     with errors():
         table = RoutingTable.load(opts["table"])
     uvicorn.run(

@@ -27,7 +27,7 @@ import numpy.typing as npt
 from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.core._fingerprint import FORMAT_VERSION
 
-__all__ = ["atomic_write", "read_container", "write_container"]
+__all__ = ["atomic_write", "read_container", "read_format_file", "write_container"]
 
 MAGIC = b"NEARDUP\x00"
 _DIGEST = 32
@@ -56,6 +56,37 @@ def atomic_write(path: str, payload: bytes) -> None:
             os.close(dfd)
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc
+
+
+def read_format_file(
+    path: str,
+    fmt: str,
+    what: str,
+    *,
+    not_json: str = "not JSON",
+    missing: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON object in the file ``path`` whose ``"format"`` is ``fmt``.
+
+    An unreadable file raises :class:`~neardup.NeardupIOError`; a file that is not
+    JSON raises :class:`~neardup.CorruptFile` ("``not_json`` (the parser's
+    message)"), as does another document ("not ``what`` (format must be ``fmt``)").
+    ``missing``: the document of an absent file (None: absence is an error).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError as exc:
+        if missing is None:
+            raise NeardupIOError(path, exc) from exc
+        doc = missing
+    except OSError as exc:
+        raise NeardupIOError(path, exc) from exc
+    except ValueError as exc:
+        raise CorruptFile(path, f"{not_json} ({exc})") from exc
+    if not isinstance(doc, dict) or doc.get("format") != fmt:
+        raise CorruptFile(path, f"not {what} (format must be {fmt})")
+    return doc
 
 
 def write_container(

@@ -1292,13 +1292,12 @@ def run_dedup_ray(
     about ``round_bytes`` (42 bytes per document and band).
     """
     from neardup.batch.job import check_writable, prepare_output
-    from neardup.batch.outputs import commit_output
+    from neardup.batch.outputs import commit_output, write_json
     from neardup.core.leftovers import release
-    from neardup.graph.cluster import KEEP_RULES
+    from neardup.graph.cluster import check_keep
 
     cfg = config or Config()
-    if keep not in KEEP_RULES:
-        raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
+    check_keep(keep)
     if cc_threshold < 0:
         raise InvalidConfig("cc-threshold", cc_threshold, "must be >= 0", "use e.g. 20000000")
     if num_cpus is not None and num_cpus < 1:
@@ -1363,9 +1362,7 @@ def run_dedup_ray(
         _write_outputs(r, tmp, stats)
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
-        with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as fh:
-            json.dump(stats, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        write_json(os.path.join(tmp, "stats.json"), stats)
         commit_output(tmp, output)
         tmp = None
         shutil.rmtree(work, ignore_errors=True)

@@ -19,20 +19,47 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol
+from typing import Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import TypeVar
 
 from neardup.core._errors import InvalidConfig
 
-__all__ = ["Cluster", "Edge", "KeepRule", "build_clusters", "choose_representative"]
+__all__ = [
+    "Cluster",
+    "Component",
+    "Edge",
+    "Joining",
+    "KeepRule",
+    "build_clusters",
+    "check_keep",
+    "choose_representative",
+    "group_clusters",
+]
 
 KeepRule = Literal["first", "longest", "shortest"]
 KEEP_RULES: tuple[str, ...] = ("first", "longest", "shortest")
+I64 = npt.NDArray[np.int64]
+
+
+class Joining(Protocol):
+    """What a cluster needs of an edge (:class:`Edge`, ``VectorEdge``): its two ends
+    (positions) and its JSON form."""
+
+    @property
+    def a(self) -> int: ...
+
+    @property
+    def b(self) -> int: ...
+
+    def to_dict(self) -> dict[str, object]: ...
+
+
+E = TypeVar("E", bound=Joining)
+C = TypeVar("C")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,35 +94,15 @@ class Edge:
         }
 
 
-class ScoredEdge(Protocol):
-    """What a cluster needs of an edge: its two positions and its record."""
-
-    @property
-    def a(self) -> int: ...
-
-    @property
-    def b(self) -> int: ...
-
-    def to_dict(self) -> dict[str, object]: ...
-
-
-# Text edges by default: ``Cluster`` alone means a cluster of Jaccard edges.
-EdgeT = TypeVar("EdgeT", bound=ScoredEdge, default=Edge)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Cluster(Generic[EdgeT]):
-    """A family of near duplicates: members (positions, ascending) and its edges.
-
-    Generic over the edge type: text clusters hold :class:`Edge` (exact Jaccard),
-    vector clusters :class:`~neardup.vectors.VectorEdge` (cosine, l2, l1 or weighted
-    Jaccard); both write the same ``clusters.jsonl`` record.
-    """
+class Component(Generic[E]):
+    """A connected component of verified edges: ``members`` (positions, ascending),
+    the ``representative`` kept, and the edges that joined it (of text or vectors)."""
 
     id: int
     representative: int
     members: tuple[int, ...]
-    edges: tuple[EdgeT, ...]
+    edges: tuple[E, ...]
 
     def __len__(self) -> int:
         return len(self.members)
@@ -109,9 +116,18 @@ class Cluster(Generic[EdgeT]):
         }
 
 
-def choose_representative(
-    members: Sequence[int], rule: str, lengths: npt.NDArray[np.int64] | None
-) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cluster(Component[Edge]):
+    """A family of near duplicates: members (positions, ascending) and its edges."""
+
+
+def check_keep(rule: str) -> None:
+    """Refuse a representative rule that is not one of :data:`KEEP_RULES`."""
+    if rule not in KEEP_RULES:
+        raise InvalidConfig("keep", rule, "unknown representative rule", f"use one of {KEEP_RULES}")
+
+
+def choose_representative(members: Sequence[int], rule: str, lengths: I64 | None) -> int:
     if rule == "first" or lengths is None:
         return min(members)
     if rule == "longest":
@@ -126,26 +142,54 @@ def build_clusters(
     edges: Iterable[Edge],
     *,
     keep: str = "first",
-    lengths: npt.NDArray[np.int64] | None = None,
+    lengths: I64 | None = None,
 ) -> list[Cluster]:
     """Connected components (size >= 2) of ``edges`` over ``n`` items.
 
     Clusters are numbered by their smallest member; members are ascending; each
     cluster lists the edges inside it in the order given.
     """
-    if keep not in KEEP_RULES:
-        raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
+    check_keep(keep)
     edge_list = list(edges)
     if not edge_list:
         return []
     from neardup.kernels import _unionfind as UF  # numba loads only when clusters are built
 
-    m = len(edge_list)
-    ea = np.fromiter((e.a for e in edge_list), dtype=np.int64, count=m)
-    eb = np.fromiter((e.b for e in edge_list), dtype=np.int64, count=m)
+    ea, eb = _ends(edge_list)
     # Union-find compiled, then grouping by sorting: a Python union-find over
     # dictionaries costs a Python object per edge.
     roots = UF.component_roots(n, ea, eb)
+    return group_clusters(roots, edge_list, Cluster, keep=keep, lengths=lengths, ab=(ea, eb))
+
+
+def _ends(edges: Sequence[Joining]) -> tuple[I64, I64]:
+    m = len(edges)
+    ea = np.fromiter((e.a for e in edges), dtype=np.int64, count=m)
+    eb = np.fromiter((e.b for e in edges), dtype=np.int64, count=m)
+    return ea, eb
+
+
+def group_clusters(
+    roots: I64,
+    edges: Sequence[E],
+    make: Callable[..., C],
+    *,
+    keep: str = "first",
+    lengths: I64 | None = None,
+    ab: tuple[I64, I64] | None = None,
+) -> list[C]:
+    """The clusters of ``edges`` given the component root of every item (the
+    smallest member of its component, as the union-find of
+    :mod:`neardup.kernels._unionfind` leaves it), each made by
+    ``make(id=, representative=, members=, edges=)`` (:class:`Cluster`, or the
+    vectors' ``VectorCluster``).  ``roots`` must join exactly the ends of ``edges``.
+
+    Numbered by smallest member, members ascending, each cluster's edges in the
+    order given.  ``ab``: the edges' ``a`` and ``b`` as arrays, if already made.
+    """
+    if not edges:
+        return []
+    ea, eb = ab if ab is not None else _ends(edges)
     touched = np.unique(np.concatenate([ea, eb]))  # ascending
     member_roots = roots[touched]
     by_member = np.argsort(member_roots, kind="stable")  # members stay ascending
@@ -158,7 +202,7 @@ def build_clusters(
     cluster_roots = member_roots[by_member][starts]
     edge_starts = np.searchsorted(edge_roots[by_edge], cluster_roots, side="left").tolist()
     edge_ends = np.searchsorted(edge_roots[by_edge], cluster_roots, side="right").tolist()
-    out: list[Cluster] = []
+    out: list[C] = []
     # Roots are the smallest members, so clusters come in order of their smallest
     # member, as they are numbered.
     for cid, (s, e, es, ee) in enumerate(
@@ -166,11 +210,11 @@ def build_clusters(
     ):
         members = tuple(member_list[s:e])
         out.append(
-            Cluster(
+            make(
                 id=cid,
                 representative=choose_representative(members, keep, lengths),
                 members=members,
-                edges=tuple(edge_list[i] for i in edge_order[es:ee]),
+                edges=tuple(edges[i] for i in edge_order[es:ee]),
             )
         )
     return out

@@ -26,12 +26,12 @@ from neardup.kernels import _unionfind as UF
 U64 = np.uint64
 U32MAX = np.uint64(0xFFFFFFFF)
 
-# The five 64-bit primes of XXH64 (also mixed into the vector kernels' keys).
-XXH_P1 = np.uint64(11400714785074694791)
-XXH_P2 = np.uint64(14029467366897019727)
-XXH_P3 = np.uint64(1609587929392839161)
-XXH_P4 = np.uint64(9650029242287828579)
-XXH_P5 = np.uint64(2870177450012600261)
+# XXH64's primes; P1, P2 and P4 also mix the chains of band keys (here and in _vkernels).
+P1 = np.uint64(11400714785074694791)
+P2 = np.uint64(14029467366897019727)
+P3 = np.uint64(1609587929392839161)
+P4 = np.uint64(9650029242287828579)
+P5 = np.uint64(2870177450012600261)
 
 ALGO_XXH64 = 0
 ALGO_SIPHASH24 = 1
@@ -47,33 +47,26 @@ def _rotl(x, r):
 
 
 @njit(inline="always", cache=True)
-def _read64(buf, p):
+def _read_le(buf, p, nbytes):
+    """The little-endian unsigned integer in ``buf[p:p + nbytes]`` (at most 8 bytes)."""
     v = U64(0)
-    for i in range(8):
-        v |= U64(buf[p + i]) << U64(8 * i)
-    return v
-
-
-@njit(inline="always", cache=True)
-def _read32(buf, p):
-    v = U64(0)
-    for i in range(4):
+    for i in range(nbytes):
         v |= U64(buf[p + i]) << U64(8 * i)
     return v
 
 
 @njit(inline="always", cache=True)
 def _xxround(acc, inp):
-    acc = acc + inp * XXH_P2
+    acc = acc + inp * P2
     acc = _rotl(acc, 31)
-    return acc * XXH_P1
+    return acc * P1
 
 
 @njit(inline="always", cache=True)
 def _xxmerge(acc, val):
     val = _xxround(U64(0), val)
     acc = acc ^ val
-    return acc * XXH_P1 + XXH_P4
+    return acc * P1 + P4
 
 
 @njit(cache=True)
@@ -83,15 +76,15 @@ def xxh64(buf, start, length, seed):
     end = start + length
     seed = U64(seed)
     if length >= 32:
-        v1 = seed + XXH_P1 + XXH_P2
-        v2 = seed + XXH_P2
+        v1 = seed + P1 + P2
+        v2 = seed + P2
         v3 = seed
-        v4 = seed - XXH_P1
+        v4 = seed - P1
         while p + 32 <= end:
-            v1 = _xxround(v1, _read64(buf, p))
-            v2 = _xxround(v2, _read64(buf, p + 8))
-            v3 = _xxround(v3, _read64(buf, p + 16))
-            v4 = _xxround(v4, _read64(buf, p + 24))
+            v1 = _xxround(v1, _read_le(buf, p, 8))
+            v2 = _xxround(v2, _read_le(buf, p + 8, 8))
+            v3 = _xxround(v3, _read_le(buf, p + 16, 8))
+            v4 = _xxround(v4, _read_le(buf, p + 24, 8))
             p += 32
         h = _rotl(v1, 1) + _rotl(v2, 7) + _rotl(v3, 12) + _rotl(v4, 18)
         h = _xxmerge(h, v1)
@@ -99,27 +92,47 @@ def xxh64(buf, start, length, seed):
         h = _xxmerge(h, v3)
         h = _xxmerge(h, v4)
     else:
-        h = seed + XXH_P5
+        h = seed + P5
     h = h + U64(length)
     while p + 8 <= end:
-        k1 = _xxround(U64(0), _read64(buf, p))
+        k1 = _xxround(U64(0), _read_le(buf, p, 8))
         h = h ^ k1
-        h = _rotl(h, 27) * XXH_P1 + XXH_P4
+        h = _rotl(h, 27) * P1 + P4
         p += 8
     if p + 4 <= end:
-        h = h ^ (_read32(buf, p) * XXH_P1)
-        h = _rotl(h, 23) * XXH_P2 + XXH_P3
+        h = h ^ (_read_le(buf, p, 4) * P1)
+        h = _rotl(h, 23) * P2 + P3
         p += 4
     while p < end:
-        h = h ^ (U64(buf[p]) * XXH_P5)
-        h = _rotl(h, 11) * XXH_P1
+        h = h ^ (U64(buf[p]) * P5)
+        h = _rotl(h, 11) * P1
         p += 1
     h = h ^ (h >> U64(33))
-    h = h * XXH_P2
+    h = h * P2
     h = h ^ (h >> U64(29))
-    h = h * XXH_P3
+    h = h * P3
     h = h ^ (h >> U64(32))
     return h
+
+
+@njit(inline="always", cache=True)
+def _sipround(v0, v1, v2, v3):
+    """One SipRound of the four state words."""
+    v0 += v1
+    v1 = _rotl(v1, 13)
+    v1 ^= v0
+    v0 = _rotl(v0, 32)
+    v2 += v3
+    v3 = _rotl(v3, 16)
+    v3 ^= v2
+    v0 += v3
+    v3 = _rotl(v3, 21)
+    v3 ^= v0
+    v2 += v1
+    v1 = _rotl(v1, 17)
+    v1 ^= v2
+    v2 = _rotl(v2, 32)
+    return v0, v1, v2, v3
 
 
 @njit(cache=True)
@@ -136,7 +149,7 @@ def siphash24(buf, start, length, k0, k1):
     nrounds_total = length // 8 + 1
     for blk in range(nrounds_total):
         if blk < length // 8:
-            m = _read64(buf, p)
+            m = _read_le(buf, p, 8)
             p += 8
         else:
             m = U64(length & 0xFF) << U64(56)
@@ -146,37 +159,11 @@ def siphash24(buf, start, length, k0, k1):
                 i += 1
         v3 ^= m
         for _ in range(2):
-            v0 += v1
-            v1 = _rotl(v1, 13)
-            v1 ^= v0
-            v0 = _rotl(v0, 32)
-            v2 += v3
-            v3 = _rotl(v3, 16)
-            v3 ^= v2
-            v0 += v3
-            v3 = _rotl(v3, 21)
-            v3 ^= v0
-            v2 += v1
-            v1 = _rotl(v1, 17)
-            v1 ^= v2
-            v2 = _rotl(v2, 32)
+            v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
         v0 ^= m
     v2 ^= U64(0xFF)
     for _ in range(4):
-        v0 += v1
-        v1 = _rotl(v1, 13)
-        v1 ^= v0
-        v0 = _rotl(v0, 32)
-        v2 += v3
-        v3 = _rotl(v3, 16)
-        v3 ^= v2
-        v0 += v3
-        v3 = _rotl(v3, 21)
-        v3 ^= v0
-        v2 += v1
-        v1 = _rotl(v1, 17)
-        v1 ^= v2
-        v2 = _rotl(v2, 32)
+        v0, v1, v2, v3 = _sipround(v0, v1, v2, v3)
     return v0 ^ v1 ^ v2 ^ v3
 
 
@@ -199,6 +186,18 @@ def fmix64(h):
 
 
 @njit(inline="always", cache=True)
+def band_start(seed, bnd):
+    """The first link of band ``bnd``'s key chain (``seed`` a uint64)."""
+    return fmix64(seed ^ (U64(bnd + 1) * P1))
+
+
+@njit(inline="always", cache=True)
+def band_step(h, v):
+    """Key chain ``h`` after one more uint64 value ``v``."""
+    return fmix64((h ^ v) * P2 + P4)
+
+
+@njit(inline="always", cache=True)
 def combine_tokens(th, start, span):
     """Hash of the word n-gram whose token hashes are ``th[start:start+span]``.
 
@@ -207,9 +206,9 @@ def combine_tokens(th, start, span):
     their last token never collide, and distinct n-grams collide with probability
     about 2**-64 when the token hashes are unpredictable (the keyed scheme).
     """
-    acc = XXH_P5 ^ U64(span)
+    acc = P5 ^ U64(span)
     for t in range(start, start + span):
-        acc = fmix64((acc ^ th[t]) * XXH_P1 + XXH_P4)
+        acc = fmix64((acc ^ th[t]) * P1 + P4)
     return acc
 
 
@@ -315,6 +314,17 @@ def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
     return ntok
 
 
+@njit(inline="always", cache=True)
+def _shingle_count(units, k, max_sh):
+    """(shingles, truncated, units per shingle) of ``units`` > 0 bytes, characters or
+    tokens: a shorter text than ``k`` units is one shingle of all of them."""
+    nsh = units - k + 1 if units >= k else 1
+    trunc = nsh > max_sh
+    if trunc:
+        nsh = max_sh
+    return nsh, trunc, k if units >= k else units
+
+
 @njit(cache=True)
 def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th):
     """Hash the shingles of one document into ``out[o:]``; returns (count, truncated).
@@ -326,12 +336,7 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     if nbytes == 0:
         return 0, False
     if kind == KIND_BYTE:
-        units = nbytes
-        nsh = units - k + 1 if units >= k else 1
-        trunc = nsh > max_sh
-        if trunc:
-            nsh = max_sh
-        width = k if units >= k else units
+        nsh, trunc, width = _shingle_count(nbytes, k, max_sh)
         for i in range(nsh):
             out[o + i] = hash_span(buf, s + i, width, algo, seed, k0, k1)
         return nsh, trunc
@@ -344,11 +349,7 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
             units += 1
             p += _utf8_len(buf[p])
         starts[units] = e
-        nsh = units - k + 1 if units >= k else 1
-        trunc = nsh > max_sh
-        if trunc:
-            nsh = max_sh
-        span = k if units >= k else units
+        nsh, trunc, span = _shingle_count(units, k, max_sh)
         for i in range(nsh):
             a = starts[i]
             out[o + i] = hash_span(buf, a, starts[i + span] - a, algo, seed, k0, k1)
@@ -363,23 +364,19 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
         ntok = _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th)
     if ntok == 0:
         return 0, False
-    nsh = ntok - k + 1 if ntok >= k else 1
-    trunc = nsh > max_sh
-    if trunc:
-        nsh = max_sh
-    span = k if ntok >= k else ntok
+    nsh, trunc, span = _shingle_count(ntok, k, max_sh)
     # Each token is hashed once; an n-gram's hash chains its tokens' hashes through
     # a bijective mix, so the cost per shingle is O(n) mixes, not O(bytes).  The
     # chains of all n-grams advance together, one token position at a time: the
     # inner loop is independent across n-grams and compiles to vector code
     # (same values as :func:`combine_tokens`, which is the reference).
     acc = out[o : o + nsh]
-    init = XXH_P5 ^ U64(span)
+    init = P5 ^ U64(span)
     for i in range(nsh):
         acc[i] = init
     for t in range(span):
         for i in range(nsh):
-            acc[i] = fmix64((acc[i] ^ th[i + t]) * XXH_P1 + XXH_P4)
+            acc[i] = fmix64((acc[i] ^ th[i + t]) * P1 + P4)
     return nsh, trunc
 
 
@@ -790,7 +787,7 @@ def band_keys(sig, band_lo, band_hi, rows, seed, out):
     nb = band_hi - band_lo
     init = np.empty(nb, dtype=np.uint64)
     for b in range(nb):
-        init[b] = fmix64(seed ^ (U64(band_lo + b + 1) * XXH_P1))
+        init[b] = band_start(seed, band_lo + b)
     for d in prange(n):
         # The bands' chains advance together, a row at a time: independent
         # multiplies in vector lanes instead of one latency-bound chain per band
@@ -799,8 +796,7 @@ def band_keys(sig, band_lo, band_hi, rows, seed, out):
             out[d, b] = init[b]
         for j in range(rows):
             for b in range(nb):
-                row = U64(sig[d, (band_lo + b) * rows + j])
-                out[d, b] = fmix64((out[d, b] ^ row) * XXH_P2 + XXH_P4)
+                out[d, b] = band_step(out[d, b], U64(sig[d, (band_lo + b) * rows + j]))
 
 
 @njit(cache=True)
@@ -845,6 +841,25 @@ def grow_array(arr, need):
 MODE_CANDIDATES = 0
 MODE_ALL_EDGES = 1
 MODE_FOREST = 2
+
+
+@njit(inline="always", cache=True)
+def pair_window(jj, start, max_cand):
+    """The bucket slots ``[lo, jj)`` that slot ``jj`` of a bucket starting at ``start``
+    is paired with (its ``max_cand`` nearest predecessors), and how many slots that
+    cap cut off: (lo, cut)."""
+    lo = jj - max_cand
+    if lo < start:
+        return start, 0
+    return lo, lo - start
+
+
+@njit(inline="always", cache=True)
+def ordered(i, j):
+    """The pair ``(i, j)`` smaller first."""
+    if i < j:
+        return i, j
+    return j, i
 
 
 @njit(cache=True)
@@ -1022,15 +1037,10 @@ def _join_runs(
                 stop += 1
             for jj in range(start + 1, stop):
                 j = np.int64(runs[jj, bnd] & _RUN_DOC)
-                lo = jj - max_cand
-                if lo < start:
-                    lo = start
-                else:
-                    overflow += lo - start
+                lo, cut = pair_window(jj, start, max_cand)
+                overflow += cut
                 for ii in range(jj - 1, lo - 1, -1):
-                    i = np.int64(runs[ii, bnd] & _RUN_DOC)
-                    a = i if i < j else j
-                    b = j if i < j else i
+                    a, b = ordered(np.int64(runs[ii, bnd] & _RUN_DOC), j)
                     if mode == MODE_FOREST and UF.find(parent, a) == UF.find(parent, b):
                         skipped += 1
                         continue
@@ -1159,19 +1169,27 @@ def jaccard_pairs(data, indptr, a, b, inter_out, union_out):
         union_out[t] = (indptr[i + 1] - indptr[i]) + (indptr[j + 1] - indptr[j]) - c
 
 
+@njit(inline="always", cache=True)
+def _overlap(data, indptr, i, j):
+    """(intersection, union) of the sets of documents ``i`` and ``j``; (0, 0) when
+    either is empty (such a pair is never a duplicate)."""
+    la = indptr[i + 1] - indptr[i]
+    lb = indptr[j + 1] - indptr[j]
+    if la == 0 or lb == 0:
+        return 0, 0
+    inter = intersect_count(data, indptr[i], indptr[i + 1], data, indptr[j], indptr[j + 1])
+    return inter, la + lb - inter
+
+
 @njit(parallel=True, cache=True)
 def brute_force_counts(data, indptr, threshold, counts):
     """Count, per left document i, the pairs (i, j > i) with Jaccard >= threshold."""
     n = indptr.shape[0] - 1
     for i in prange(n):
         c = 0
-        la = indptr[i + 1] - indptr[i]
         for j in range(i + 1, n):
-            lb = indptr[j + 1] - indptr[j]
-            if la == 0 or lb == 0:
-                continue
-            inter = intersect_count(data, indptr[i], indptr[i + 1], data, indptr[j], indptr[j + 1])
-            if inter / (la + lb - inter) >= threshold:
+            inter, uni = _overlap(data, indptr, i, j)
+            if uni > 0 and inter / uni >= threshold:
                 c += 1
         counts[i] = c
 
@@ -1181,14 +1199,9 @@ def brute_force_fill(data, indptr, threshold, offs, out_b, out_inter, out_union)
     n = indptr.shape[0] - 1
     for i in prange(n):
         w = offs[i]
-        la = indptr[i + 1] - indptr[i]
         for j in range(i + 1, n):
-            lb = indptr[j + 1] - indptr[j]
-            if la == 0 or lb == 0:
-                continue
-            inter = intersect_count(data, indptr[i], indptr[i + 1], data, indptr[j], indptr[j + 1])
-            uni = la + lb - inter
-            if inter / uni >= threshold:
+            inter, uni = _overlap(data, indptr, i, j)
+            if uni > 0 and inter / uni >= threshold:
                 out_b[w] = j
                 out_inter[w] = inter
                 out_union[w] = uni

@@ -34,6 +34,16 @@ def bucket_counts(mkeys, offsets, dkeys, dmask, dn, q, out):
                 out[b] += 1
 
 
+@njit(inline="always", cache=True, nogil=True)
+def _keep_live(p, b, alive, out_pos, out_band, n):
+    """Append (position ``p``, band ``b``) at ``n`` if ``p`` is alive; the new count."""
+    if alive[p]:
+        out_pos[n] = p
+        out_band[n] = b
+        n += 1
+    return n
+
+
 @njit(cache=True, nogil=True)
 def query(mkeys, mpos, offsets, dkeys, dmask, dpos, dn, alive, q, max_scan, out_pos, out_band):
     """Append (position, band) of every live bucket mate of ``q``; stop at ``max_scan``.
@@ -52,11 +62,7 @@ def query(mkeys, mpos, offsets, dkeys, dmask, dpos, dn, alive, q, max_scan, out_
             scanned += 1
             if scanned > max_scan:
                 return n, scanned - 1, True
-            p = mpos[lo]
-            if alive[p]:
-                out_pos[n] = p
-                out_band[n] = b
-                n += 1
+            n = _keep_live(mpos[lo], b, alive, out_pos, out_band, n)
             lo += 1
     for i in range(dn):
         for b in range(nb):
@@ -64,11 +70,7 @@ def query(mkeys, mpos, offsets, dkeys, dmask, dpos, dn, alive, q, max_scan, out_
                 scanned += 1
                 if scanned > max_scan:
                     return n, scanned - 1, True
-                p = dpos[i]
-                if alive[p]:
-                    out_pos[n] = p
-                    out_band[n] = b
-                    n += 1
+                n = _keep_live(dpos[i], b, alive, out_pos, out_band, n)
     return n, scanned, capped
 
 

@@ -11,16 +11,22 @@ from numba import njit, prange
 
 from neardup.kernels import _unionfind as UF
 from neardup.kernels._kernels import (
-    XXH_P1,
-    XXH_P2,
-    XXH_P4,
+    MODE_ALL_EDGES,
+    MODE_FOREST,
+    P1,
+    P2,
+    P4,
+    U64,
     argsort_keys,
+    band_start,
+    band_step,
     fmix64,
     grow_array,
     hash_span,
+    ordered,
+    pair_window,
 )
 
-U64 = np.uint64
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
 _M4 = np.uint64(0x0F0F0F0F0F0F0F0F)
@@ -34,9 +40,6 @@ METRIC_SPARSE_WJACCARD = 4
 
 SIG_BITS = 0
 SIG_CODES = 1
-
-MODE_ALL_EDGES = 1
-MODE_FOREST = 2
 
 
 @njit(inline="always", cache=True)
@@ -76,9 +79,9 @@ def mask_keys(sig, masks, word_lo, word_hi, band_lo, seed, out):
     for d in prange(n):
         for t in range(nb):
             bnd = band_lo + t
-            h = fmix64(seed ^ (U64(bnd + 1) * XXH_P1))
+            h = band_start(seed, bnd)
             for j in range(word_lo[bnd], word_hi[bnd]):
-                h = fmix64((h ^ (sig[d, j] & masks[bnd, j])) * XXH_P2 + XXH_P4)
+                h = band_step(h, sig[d, j] & masks[bnd, j])
             out[d, t] = h
 
 
@@ -91,10 +94,10 @@ def code_keys(codes, band_lo, rows, seed, out):
     for d in prange(n):
         for t in range(nb):
             bnd = band_lo + t
-            h = fmix64(seed ^ (U64(bnd + 1) * XXH_P1))
+            h = band_start(seed, bnd)
             base = bnd * rows
             for j in range(rows):
-                h = fmix64((h ^ codes[d, base + j]) * XXH_P2 + XXH_P4)
+                h = band_step(h, codes[d, base + j])
             out[d, t] = h
 
 
@@ -115,11 +118,11 @@ def sparse_projections(tok, wts, indptr, nproj, seed, out):
         for j in range(nproj):
             out[d, j] = 0.0
         for t in range(indptr[d], indptr[d + 1]):
-            base = fmix64(seed ^ (tok[t] * XXH_P1))
+            base = fmix64(seed ^ (tok[t] * P1))
             w = wts[t]
             for j in range(0, nproj, 2):
-                h1 = fmix64(base ^ (U64(j + 1) * XXH_P2))
-                h2 = fmix64(h1 ^ XXH_P4)
+                h1 = fmix64(base ^ (U64(j + 1) * P2))
+                h2 = fmix64(h1 ^ P4)
                 rad = np.sqrt(-2.0 * np.log(_unit(h1)))
                 ang = 2.0 * np.pi * _unit(h2)
                 out[d, j] += w * rad * np.cos(ang)
@@ -207,16 +210,16 @@ def icws_codes(tok, wts, indptr, nhash, seed, out):
         for k in range(nhash):
             best = np.inf
             code = U64(0)
-            hk = fmix64(seed ^ (U64(k + 1) * XXH_P2))
+            hk = fmix64(seed ^ (U64(k + 1) * P2))
             for t in range(indptr[d], indptr[d + 1]):
                 w = wts[t]
                 if w <= 0.0:
                     continue
-                h1 = fmix64(hk ^ (tok[t] * XXH_P1))
-                h2 = fmix64(h1 ^ XXH_P4)
-                h3 = fmix64(h2 ^ XXH_P4)
-                h4 = fmix64(h3 ^ XXH_P4)
-                h5 = fmix64(h4 ^ XXH_P4)
+                h1 = fmix64(hk ^ (tok[t] * P1))
+                h2 = fmix64(h1 ^ P4)
+                h3 = fmix64(h2 ^ P4)
+                h4 = fmix64(h3 ^ P4)
+                h5 = fmix64(h4 ^ P4)
                 r = -np.log(_u01(h1)) - np.log(_u01(h2))
                 c = -np.log(_u01(h3)) - np.log(_u01(h4))
                 beta = _u01(h5)
@@ -224,7 +227,7 @@ def icws_codes(tok, wts, indptr, nhash, seed, out):
                 ln_a = np.log(c) - r * (level - beta) - r
                 if ln_a < best:
                     best = ln_a
-                    code = fmix64(tok[t] ^ (U64(np.int64(level) + (1 << 40)) * XXH_P2))
+                    code = fmix64(tok[t] ^ (U64(np.int64(level) + (1 << 40)) * P2))
             out[d, k] = code
 
 
@@ -342,15 +345,10 @@ def vector_band_join(
                 last = start + max_bucket
             for jj in range(start + 1, last):
                 j = order[jj]
-                lo = jj - max_cand
-                if lo < start:
-                    lo = start
-                else:
-                    cap_cut += lo - start
+                lo, cut = pair_window(jj, start, max_cand)
+                cap_cut += cut
                 for ii in range(jj - 1, lo - 1, -1):
-                    i = order[ii]
-                    a = i if i < j else j
-                    b = j if i < j else i
+                    a, b = ordered(order[ii], j)
                     if mode == MODE_FOREST and UF.find(parent, a) == UF.find(parent, b):
                         skipped += 1
                         continue

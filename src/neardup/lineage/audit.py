@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from neardup.batch.job import prepare_output
-from neardup.batch.outputs import commit_output
+from neardup.batch.outputs import commit_output, write_json
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
 from neardup.core.ids import json_id
@@ -161,9 +161,7 @@ def run_audit(
         with open(os.path.join(tmp, "families.jsonl"), "w", encoding="utf-8") as fh:
             for f in fam.families:
                 fh.write(json.dumps(f.to_dict(ids), ensure_ascii=False, sort_keys=True) + "\n")
-        with open(os.path.join(tmp, "audit.json"), "w", encoding="utf-8") as fh:
-            json.dump(audit, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        write_json(os.path.join(tmp, "audit.json"), audit)
         with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
             fh.write(_audit_html(fam, ids, corpus.texts, audit))
         commit_output(tmp, output)
@@ -233,9 +231,7 @@ def run_split(
                 "config_fingerprint": fam.stats["config_fingerprint"],
             }
         )
-        with open(os.path.join(tmp, "split.json"), "w", encoding="utf-8") as fh:
-            json.dump(report, fh, indent=2, sort_keys=True)
-            fh.write("\n")
+        write_json(os.path.join(tmp, "split.json"), report)
         commit_output(tmp, output)
         tmp = None
         return report
@@ -249,7 +245,7 @@ def _audit_html(
 ) -> str:
     from collections import Counter
 
-    from neardup.batch.report import PAGE_CSS, bar_chart, highlight_spans
+    from neardup.batch.report import bar_chart, highlight_spans, page_top
 
     leak = a["leakage"]
     cards = [
@@ -313,22 +309,9 @@ def _audit_html(
                 + f"<pre>{highlight_spans(texts[e.a], list(e.spans_a))}</pre>"
                 f"<pre>{highlight_spans(texts[e.b], list(e.spans_b))}</pre></div>"
             )
-    card_html = "".join(
-        f"<div class='card'><b>{esc(str(v))}</b>{esc(k)}</div>" for k, v in cards
-    )
-    table_html = "".join(
-        f"<tr><td>{esc(k)}</td><td class='n'>{esc(str(v))}</td></tr>" for k, v in rows
-    )
     return (
-        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
-        "<title>neardup audit</title><style>" + PAGE_CSS + "</style></head><body>"
-        "<h1>neardup audit</h1><p class='muted'>"
-        + esc(", ".join(a["inputs"])[:300])
-        + "</p><div class='cards'>"
-        + card_html
-        + "</div><h2>Run</h2><table>"
-        + table_html
-        + "</table><h2>Cross-split leakage (records of A with a relative in B)</h2><table>"
+        page_top("neardup audit", "neardup audit", a["inputs"], cards, rows)
+        + "<h2>Cross-split leakage (records of A with a relative in B)</h2><table>"
         + leak_rows
         + "</table>"
         + slices

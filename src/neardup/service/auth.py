@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from neardup.core._errors import CorruptFile, Forbidden, InvalidConfig, NeardupIOError, Unauthorized
 from neardup.core._posix import require_file_locks
-from neardup.core.persist import atomic_write
+from neardup.core.persist import atomic_write, read_format_file
 
 __all__ = ["AuditLog", "Keyring", "Principal", "Role", "file_lock"]
 
@@ -44,6 +44,7 @@ _log = logging.getLogger("neardup.service.auth")
 Role = Literal["producer", "reviewer", "operator"]
 _ROLES: tuple[Role, ...] = ("producer", "reviewer", "operator")
 _ID_OK = set("abcdefghijklmnopqrstuvwxyz0123456789-")
+_KEYS_FORMAT = "neardup-keys-v1"
 
 #: Which operations each role may call.
 PERMISSIONS: dict[Role, frozenset[str]] = {
@@ -184,17 +185,13 @@ class Keyring:
 
     @classmethod
     def _read(cls, path: str) -> Keyring:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except FileNotFoundError:
-            return cls()
-        except OSError as exc:
-            raise NeardupIOError(path, exc) from exc
-        except ValueError as exc:
-            raise CorruptFile(path, f"not a JSON key file ({exc})") from exc
-        if not isinstance(doc, dict) or doc.get("format") != "neardup-keys-v1":
-            raise CorruptFile(path, "not a neardup key file (format must be neardup-keys-v1)")
+        doc = read_format_file(
+            path,
+            _KEYS_FORMAT,
+            "a neardup key file",
+            not_json="not a JSON key file",
+            missing={"format": _KEYS_FORMAT},  # no file yet: no keys
+        )
         out = []
         for e in doc.get("keys", []):
             role = e.get("role")
@@ -205,7 +202,7 @@ class Keyring:
 
     def save(self, path: str) -> None:
         doc: dict[str, Any] = {
-            "format": "neardup-keys-v1",
+            "format": _KEYS_FORMAT,
             "keys": [
                 {"key_id": e.key_id, "sha256": e.digest, "role": e.role, "tenants": list(e.tenants)}
                 for e in sorted(self._entries.values(), key=lambda e: e.key_id)

@@ -22,11 +22,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from neardup.core._errors import CorruptFile, InvalidConfig, NeardupIOError, NotFound
+from neardup.core._errors import InvalidConfig, NotFound
+from neardup.core.persist import read_format_file
 from neardup.service.tenant import valid_tenant_id
 
 __all__ = ["RoutingTable", "create_router"]
@@ -52,15 +52,7 @@ class RoutingTable:
 
     @classmethod
     def load(cls, path: str) -> RoutingTable:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.load(fh)
-        except OSError as exc:
-            raise NeardupIOError(path, exc) from exc
-        except ValueError as exc:
-            raise CorruptFile(path, f"not JSON ({exc})") from exc
-        if not isinstance(doc, dict) or doc.get("format") != "neardup-routes-v1":
-            raise CorruptFile(path, "not a routing table (format must be neardup-routes-v1)")
+        doc = read_format_file(path, "neardup-routes-v1", "a routing table")
         return cls(doc.get("tenants", {}))
 
     def backend(self, tenant: str) -> str:

@@ -510,54 +510,35 @@ def create_app(
     async def openapi_route(request: Request) -> Response:
         return JSONResponse(doc)
 
-    async def put_tenant(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        out = await run_in_threadpool(service.create_tenant, p, request.path_params["tenant"], body)
-        return JSONResponse(out)
+    def tenant_call(
+        method: Callable[..., Any],
+        *fixed: str,
+        item: bool = False,
+        body: bool = False,
+        watch: bool = False,
+    ) -> Handler:
+        """A handler answering ``method(principal, tenant[, item_id], *fixed[, body])``
+        (run in a worker thread) as JSON; ``body``: the request's JSON body is the last
+        argument; ``watch``: the answer's candidates and decision go to the metrics."""
 
-    async def reopen_tenant(request: Request) -> Response:
-        p = principal(request)
-        out = await run_in_threadpool(service.reopen, p, request.path_params["tenant"])
-        return JSONResponse(out)
+        async def handle(request: Request) -> Response:
+            p = principal(request)
+            tenant = request.path_params["tenant"]
+            args: list[Any] = [tenant, request.path_params["item_id"]] if item else [tenant]
+            args += fixed
+            if body:
+                args.append(await json_body(request))
+            out = await run_in_threadpool(method, p, *args)
+            if watch:
+                observe(tenant, out)
+            return JSONResponse(out)
 
-    async def get_tenant(request: Request) -> Response:
-        p = principal(request)
-        return JSONResponse(
-            await run_in_threadpool(service.stats, p, request.path_params["tenant"])
-        )
+        return handle
 
     async def add_key(request: Request) -> Response:
         p, body = principal(request), await json_body(request)
         token = await run_in_threadpool(service.key_request, p, body)
         return JSONResponse({"token": token})
-
-    async def upsert(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        t = request.path_params["tenant"]
-        out = await run_in_threadpool(service.upsert, p, t, body)
-        observe(t, out)
-        return JSONResponse(out)
-
-    async def candidates(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        t = request.path_params["tenant"]
-        out = await run_in_threadpool(service.candidates, p, t, body)
-        observe(t, out)
-        return JSONResponse(out)
-
-    async def decide(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        t = request.path_params["tenant"]
-        out = await run_in_threadpool(service.decide, p, t, body)
-        observe(t, out)
-        return JSONResponse(out)
-
-    async def verify(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        out = await run_in_threadpool(
-            service.verify_request, p, request.path_params["tenant"], body
-        )
-        return JSONResponse(out)
 
     def int_param(request: Request, name: str, lo: int, hi: int) -> int | None:
         """An integer query parameter in ``[lo, hi]``: ASCII digits only (``str.isdigit``
@@ -584,30 +565,6 @@ def create_app(
         )
         return JSONResponse(out)
 
-    async def get_item(request: Request) -> Response:
-        p = principal(request)
-        out = await run_in_threadpool(
-            service.item, p, request.path_params["tenant"], request.path_params["item_id"]
-        )
-        return JSONResponse(out)
-
-    async def get_content(request: Request) -> Response:
-        p = principal(request)
-        out = await run_in_threadpool(
-            service.content, p, request.path_params["tenant"], request.path_params["item_id"]
-        )
-        return JSONResponse(out)
-
-    async def put_policy(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        out = await run_in_threadpool(service.set_policy, p, request.path_params["tenant"], body)
-        return JSONResponse(out)
-
-    async def get_policy(request: Request) -> Response:
-        p = principal(request)
-        out = await run_in_threadpool(service.policies, p, request.path_params["tenant"])
-        return JSONResponse(out)
-
     async def get_events(request: Request) -> Response:
         p = principal(request)
         after = int_param(request, "after", 0, INT64_MAX)
@@ -618,62 +575,6 @@ def create_app(
             service.events, p, request.path_params["tenant"], after, limit
         )
         return JSONResponse(out)
-
-    async def get_state(request: Request) -> Response:
-        p = principal(request)
-        out = await run_in_threadpool(
-            service.item_state, p, request.path_params["tenant"], request.path_params["item_id"]
-        )
-        return JSONResponse(out)
-
-    def resolver(action: str) -> Callable[[Request], Awaitable[Response]]:
-        async def handle(request: Request) -> Response:
-            p = principal(request)
-            body = await json_body(request)
-            out = await run_in_threadpool(
-                service.resolve_item,
-                p,
-                request.path_params["tenant"],
-                request.path_params["item_id"],
-                action,
-                body,
-            )
-            return JSONResponse(out)
-
-        return handle
-
-    async def get_threshold_report(request: Request) -> Response:
-        p = principal(request)
-        out = await run_in_threadpool(service.threshold_report, p, request.path_params["tenant"])
-        return JSONResponse(out)
-
-    def shadow_action(action: str) -> Callable[[Request], Awaitable[Response]]:
-        async def handle(request: Request) -> Response:
-            p = principal(request)
-            body = await json_body(request) if action == "start" else None
-            out = await run_in_threadpool(
-                service.shadow, p, request.path_params["tenant"], action, body
-            )
-            return JSONResponse(out)
-
-        return handle
-
-    async def post_label(request: Request) -> Response:
-        p, body = principal(request), await json_body(request)
-        out = await run_in_threadpool(service.label, p, request.path_params["tenant"], body)
-        return JSONResponse(out)
-
-    async def digest(request: Request) -> Response:
-        p = principal(request)
-        return JSONResponse(
-            await run_in_threadpool(service.digest, p, request.path_params["tenant"])
-        )
-
-    async def compact(request: Request) -> Response:
-        p = principal(request)
-        return JSONResponse(
-            await run_in_threadpool(service.compact, p, request.path_params["tenant"])
-        )
 
     async def snapshot(request: Request) -> Response:
         p = principal(request)
@@ -696,32 +597,39 @@ def create_app(
         ("/metrics", "GET", "metrics", metrics_route),
         ("/openapi.json", "GET", "openapi", openapi_route),
         ("/v1/keys", "POST", "keys", add_key),
-        (t, "PUT", "tenant_put", put_tenant),
-        (t, "GET", "tenant_get", get_tenant),
-        (f"{t}/reopen", "POST", "tenant_reopen", reopen_tenant),
-        (f"{t}/items", "POST", "upsert", upsert),
+        (t, "PUT", "tenant_put", tenant_call(service.create_tenant, body=True)),
+        (t, "GET", "tenant_get", tenant_call(service.stats)),
+        (f"{t}/reopen", "POST", "tenant_reopen", tenant_call(service.reopen)),
+        (f"{t}/items", "POST", "upsert", tenant_call(service.upsert, body=True, watch=True)),
         (item, "DELETE", "tombstone", tombstone),
-        (item, "GET", "item", get_item),
-        (f"{item}/content", "GET", "content", get_content),
-        (f"{item}/decision", "GET", "item_state", get_state),
-        (f"{item}/unlink", "POST", "unlink", resolver("unlink")),
-        (f"{item}/release", "POST", "release", resolver("release")),
-        (f"{t}/policy", "PUT", "policy_put", put_policy),
-        (f"{t}/policy", "GET", "policy_get", get_policy),
-        (f"{t}/decisions", "GET", "decisions", get_events),
-        (f"{t}/labels", "POST", "labels", post_label),
-        (f"{t}/shadow", "PUT", "shadow_start", shadow_action("start")),
-        (f"{t}/shadow", "GET", "shadow_status", shadow_action("status")),
+        (item, "GET", "item", tenant_call(service.item, item=True)),
+        (f"{item}/content", "GET", "content", tenant_call(service.content, item=True)),
+        (f"{item}/decision", "GET", "item_state", tenant_call(service.item_state, item=True)),
         *[
-            (f"{t}/shadow/{a}", "POST", f"shadow_{a}", shadow_action(a))
+            (f"{item}/{a}", "POST", a, tenant_call(service.resolve_item, a, item=True, body=True))
+            for a in ("unlink", "release")
+        ],
+        (f"{t}/policy", "PUT", "policy_put", tenant_call(service.set_policy, body=True)),
+        (f"{t}/policy", "GET", "policy_get", tenant_call(service.policies)),
+        (f"{t}/decisions", "GET", "decisions", get_events),
+        (f"{t}/labels", "POST", "labels", tenant_call(service.label, body=True)),
+        (f"{t}/shadow", "PUT", "shadow_start", tenant_call(service.shadow, "start", body=True)),
+        (f"{t}/shadow", "GET", "shadow_status", tenant_call(service.shadow, "status")),
+        *[
+            (f"{t}/shadow/{a}", "POST", f"shadow_{a}", tenant_call(service.shadow, a))
             for a in ("promote", "rollback", "retire")
         ],
-        (f"{t}/threshold-report", "GET", "threshold_report", get_threshold_report),
-        (f"{t}/digest", "GET", "digest", digest),
-        (f"{t}/candidates", "POST", "candidates", candidates),
-        (f"{t}/decide", "POST", "decide", decide),
-        (f"{t}/verify", "POST", "verify", verify),
-        (f"{t}/compact", "POST", "compact", compact),
+        (f"{t}/threshold-report", "GET", "threshold_report", tenant_call(service.threshold_report)),
+        (f"{t}/digest", "GET", "digest", tenant_call(service.digest)),
+        (
+            f"{t}/candidates",
+            "POST",
+            "candidates",
+            tenant_call(service.candidates, body=True, watch=True),
+        ),
+        (f"{t}/decide", "POST", "decide", tenant_call(service.decide, body=True, watch=True)),
+        (f"{t}/verify", "POST", "verify", tenant_call(service.verify_request, body=True)),
+        (f"{t}/compact", "POST", "compact", tenant_call(service.compact)),
         (f"{t}/snapshot", "POST", "snapshot", snapshot),
         (f"{t}/restore", "POST", "restore", restore),
     ]

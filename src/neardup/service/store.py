@@ -45,7 +45,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -326,21 +326,12 @@ class FeatureStore:
             if missing:
                 raise CorruptFile(self.path, f"table {missing[0]!r} has no row checksum")
             self._verify_rows(SCHEMA_V1, set(schema_parts(SCHEMA_V1).columns) - names)
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
+        with self._tx():
             self.upgraded_rows = upgrade_v1(self._db, self._seal, names)
             self._db.execute(
                 "INSERT OR REPLACE INTO meta(k, v) VALUES ('format', ?)", (str(FORMAT),)
             )
-            for table in schema_parts(SCHEMA).columns:
-                self._db.execute(
-                    f"INSERT OR REPLACE INTO {SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
-                    (table, self._table_digest(SCHEMA, table)),
-                )
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
+            self._store_sums(SCHEMA, schema_parts(SCHEMA).columns)
         # The format-1 pages are free now but still hold the clear values: rewrite
         # the file without them, and empty the WAL that carried them.
         self._db.execute("VACUUM")
@@ -372,21 +363,20 @@ class FeatureStore:
             x ^= row_digest(name, row)
         return x
 
+    def _store_sums(self, schema: str, tables: Iterable[str]) -> None:
+        """Record the row checksum of each of ``tables`` (in the caller's transaction)."""
+        for table in tables:
+            self._db.execute(
+                f"INSERT OR REPLACE INTO {SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
+                (table, self._table_digest(schema, table)),
+            )
+
     def _verify_rows(self, schema: str, adopt: set[str]) -> None:
         """Every table's rows against its checksum; adopt (compute) those in ``adopt``."""
         tables = schema_parts(schema).columns
         if adopt and schema == SCHEMA:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for table in sorted(adopt):
-                    self._db.execute(
-                        f"INSERT OR REPLACE INTO {SUMS}(tbl, x) VALUES (?, ?)",  # noqa: S608
-                        (table, self._table_digest(schema, table)),
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            with self._tx():
+                self._store_sums(schema, sorted(adopt))
         sums = dict(self._db.execute(f"SELECT tbl, x FROM {SUMS}").fetchall())  # noqa: S608
         for table in tables:
             if table in adopt:
@@ -777,10 +767,18 @@ class FeatureStore:
         if seq <= self.applied_seq:
             return False
         with self._tx():
-            self._event(seq, event)
-            self._idem(seq, idem)
-            self._set_applied(seq)
+            self._finish(seq, event, idem)
         return True
+
+    def _finish(
+        self, seq: int, event: dict[str, Any] | None, idem: tuple[str, str, bytes] | None
+    ) -> None:
+        """The end of every command's transaction: its decision event (if any), its
+        idempotency record, and ``applied_seq`` advanced to ``seq``."""
+        if event is not None:
+            self._event(seq, event)
+        self._idem(seq, idem)
+        self._set_applied(seq)
 
     # -- writes (each one transaction, advancing applied_seq) ----------------------
     def apply_upsert(
@@ -833,10 +831,7 @@ class FeatureStore:
                 "VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
                 row,
             )
-            if event is not None:
-                self._event(seq, event)
-            self._idem(seq, idem)
-            self._set_applied(seq)
+            self._finish(seq, event, idem)
         return True
 
     def apply_tombstone(
@@ -856,10 +851,7 @@ class FeatureStore:
                 "UPDATE items SET tombstone_epoch=? WHERE pos=? AND tombstone_epoch IS NULL",
                 (epoch, pos),
             )
-            if event is not None:
-                self._event(seq, event)
-            self._idem(seq, idem)
-            self._set_applied(seq)
+            self._finish(seq, event, idem)
         return True
 
     def apply_compact(self, seq: int) -> int:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +37,7 @@ import numpy.typing as npt
 from neardup.core._errors import InvalidConfig
 from neardup.kernels import _vkernels as V
 
-__all__ = ["BitBands", "HammingIndex", "code_band_keys"]
+__all__ = ["BitBands", "HammingIndex", "bucket_mates", "code_band_keys", "fill_buckets"]
 
 _MAX_BANDS = 4096
 
@@ -156,6 +156,39 @@ def code_band_keys(
     return out
 
 
+BandKey = tuple[int, int]
+"""(band, key) of one band of a stored signature."""
+
+
+def bucket_mates(
+    buckets: dict[BandKey, list[int]], live: list[bool], bkeys: Iterable[BandKey], cap: int
+) -> tuple[list[int], int]:
+    """The live positions that share a bucket with ``bkeys``, earliest first, cut to
+    the first ``cap``; and how many the cut dropped (the online indexes' lookup)."""
+    found: dict[int, None] = {}
+    for bk in bkeys:
+        for p in buckets.get(bk, ()):
+            if live[p]:
+                found[p] = None
+    mates = sorted(found)
+    return mates[:cap], max(0, len(mates) - cap)
+
+
+def fill_buckets(
+    buckets: dict[BandKey, list[int]], bkeys: Iterable[BandKey], p: int, max_bucket_size: int
+) -> int:
+    """Add position ``p`` to the bucket of each of ``bkeys`` that has room; returns
+    how many buckets were full (bucket overflow)."""
+    full = 0
+    for bk in bkeys:
+        bucket = buckets.setdefault(bk, [])
+        if len(bucket) >= max_bucket_size:
+            full += 1
+        else:
+            bucket.append(p)
+    return full
+
+
 @dataclass
 class HammingIndex:
     """A growing index of bit signatures under :class:`BitBands`, with bounded buckets.
@@ -183,23 +216,17 @@ class HammingIndex:
     def __contains__(self, key: object) -> bool:
         return key in self._pos
 
-    def _band_keys(self, sig: npt.NDArray[np.uint64]) -> list[tuple[int, int]]:
+    def _band_keys(self, sig: npt.NDArray[np.uint64]) -> list[BandKey]:
         ks = self.bands.keys(np.asarray(sig, dtype=np.uint64), seed=self.seed)[0]
         return [(t, int(k)) for t, k in enumerate(ks)]
 
     def query(self, sig: npt.ArrayLike, *, limit: int | None = None) -> list[Hashable]:
         """Stored keys sharing at least one band with ``sig`` (earliest first)."""
         cap = self.max_candidates if limit is None else min(limit, self.max_candidates)
-        found: dict[int, None] = {}
-        for bk in self._band_keys(np.asarray(sig, dtype=np.uint64)):
-            for p in self._buckets.get(bk, ()):
-                if self._live[p]:
-                    found[p] = None
-        ordered = sorted(found)
-        if len(ordered) > cap:
-            self.candidate_overflow += len(ordered) - cap
-            ordered = ordered[:cap]
-        return [self._keys[p] for p in ordered]
+        bkeys = self._band_keys(np.asarray(sig, dtype=np.uint64))
+        mates, cut = bucket_mates(self._buckets, self._live, bkeys, cap)
+        self.candidate_overflow += cut
+        return [self._keys[p] for p in mates]
 
     def insert(self, key: Hashable, sig: npt.ArrayLike) -> list[Hashable]:
         if key in self._pos:
@@ -210,12 +237,8 @@ class HammingIndex:
         self._keys.append(key)
         self._live.append(True)
         self._pos[key] = p
-        for bk in self._band_keys(s):
-            bucket = self._buckets.setdefault(bk, [])
-            if len(bucket) >= self.max_bucket_size:
-                self.bucket_overflow += 1
-            else:
-                bucket.append(p)
+        bkeys = self._band_keys(s)
+        self.bucket_overflow += fill_buckets(self._buckets, bkeys, p, self.max_bucket_size)
         return cands
 
     def remove(self, key: Hashable) -> None:

@@ -34,12 +34,12 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector
-from neardup.graph.cluster import Cluster
+from neardup.graph.cluster import Component, group_clusters
 from neardup.kernels import _kernels as K
 from neardup.kernels import _unionfind as UF
 from neardup.kernels import _vkernels as V
 from neardup.text.hashing import HashKey
-from neardup.vectors.hamming import BitBands, code_band_keys
+from neardup.vectors.hamming import BitBands, bucket_mates, code_band_keys, fill_buckets
 from neardup.vectors.sketches import (
     METRIC_CODES,
     SIMILARITIES,
@@ -168,9 +168,9 @@ class VectorEdge:
         }
 
 
-VectorCluster = Cluster
-"""A family of near-duplicate vectors: the one :class:`~neardup.graph.cluster.Cluster`
-type, holding :class:`VectorEdge` edges (``Cluster[VectorEdge]``)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VectorCluster(Component[VectorEdge]):
+    """A family of near-duplicate vectors: members (ascending) and joining edges."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -180,7 +180,7 @@ class VectorDedupResult:
 
     n: int
     config: VectorConfig
-    clusters: list[Cluster[VectorEdge]]
+    clusters: list[VectorCluster]
     edges: list[VectorEdge]
     representative: npt.NDArray[np.int64]
     stats: dict[str, Any]
@@ -314,7 +314,7 @@ def find_vector_duplicates(
     wts = bags.weights if bags is not None else np.zeros(1, dtype=np.float64)
     iptr = bags.indptr if bags is not None else np.zeros(2, dtype=np.int64)
     sig_kind = V.SIG_BITS if sigs.kind == "bits" else V.SIG_CODES
-    mode = V.MODE_ALL_EDGES if all_edges else V.MODE_FOREST
+    mode = K.MODE_ALL_EDGES if all_edges else K.MODE_FOREST
     seed = _band_seed(cfg)
     fwords, fmax = cfg.prefilter()
     filtered = 0
@@ -368,7 +368,7 @@ def find_vector_duplicates(
         ):
             est = cosine_from_hamming(g, bits) if sig_kind == V.SIG_BITS else g / bits
             edges.append(VectorEdge(a=a, b=b, metric=cfg.metric, score=s, estimate=est, band=band))
-    clusters, rep = _clusters(n, parent, edges)
+    clusters, rep = _clusters(parent, edges)
     t_end = time.perf_counter()
     stats = {
         "items": n,
@@ -402,30 +402,12 @@ def find_vector_duplicates(
 
 
 def _clusters(
-    n: int, parent: npt.NDArray[np.int64], edges: list[VectorEdge]
-) -> tuple[list[Cluster[VectorEdge]], npt.NDArray[np.int64]]:
-    roots = UF.roots(parent)  # the root of a component is its smallest member
-    if not edges:
-        return [], roots
-    touched = np.flatnonzero(roots != np.arange(n))
-    comp_roots = np.unique(roots[touched])
-    by_root: dict[int, list[VectorEdge]] = {int(r): [] for r in comp_roots}
-    for e in edges:
-        by_root[int(roots[e.a])].append(e)
-    members_sorted = np.sort(np.concatenate([touched, comp_roots]))
-    grouped: dict[int, list[int]] = {int(r): [] for r in comp_roots}
-    for m in members_sorted.tolist():
-        grouped[int(roots[m])].append(m)
-    clusters = [
-        VectorCluster(
-            id=cid,
-            representative=int(r),
-            members=tuple(grouped[int(r)]),
-            edges=tuple(by_root[int(r)]),
-        )
-        for cid, r in enumerate(comp_roots.tolist())
-    ]
-    return clusters, roots
+    parent: npt.NDArray[np.int64], edges: list[VectorEdge]
+) -> tuple[list[VectorCluster], npt.NDArray[np.int64]]:
+    # The join joined exactly the verified edges; roots are the smallest members,
+    # the representatives of keep="first".
+    roots = UF.roots(parent)
+    return group_clusters(roots, edges, VectorCluster), roots
 
 
 def vector_scores(
@@ -546,15 +528,8 @@ class VectorIndex:
         bkeys: list[tuple[int, int]],
         limit: int,
     ) -> list[VectorMatch]:
-        found: dict[int, None] = {}
-        for bk in bkeys:
-            for p in self._buckets.get(bk, ()):
-                if self._live[p]:
-                    found[p] = None
-        cands = sorted(found)
-        if len(cands) > limit:
-            self.candidate_overflow += len(cands) - limit
-            cands = cands[:limit]
+        cands, cut = bucket_mates(self._buckets, self._live, bkeys, limit)
+        self.candidate_overflow += cut
         if not cands:
             return []
         M = np.vstack([v] + [self._vecs[p] for p in cands])
@@ -597,12 +572,7 @@ class VectorIndex:
         self._sigs.append(sig)
         self._live.append(True)
         self._pos[key] = p
-        for bk in bkeys:
-            bucket = self._buckets.setdefault(bk, [])
-            if len(bucket) >= self._cfg.max_bucket_size:
-                self.bucket_overflow += 1
-            else:
-                bucket.append(p)
+        self.bucket_overflow += fill_buckets(self._buckets, bkeys, p, self._cfg.max_bucket_size)
         return matches
 
     def remove(self, key: Hashable) -> None:
