@@ -739,8 +739,12 @@ class Front:
                 return
 
     async def _get(self, w: Worker, path: str) -> tuple[int, bytes] | None:
-        """GET ``path`` from worker ``w`` (None if it does not answer)."""
-        if not w.up:
+        """GET ``path`` from worker ``w`` (None if it does not answer).
+
+        A restarted worker serves as soon as its socket listens, a moment before the
+        supervisor's health poll sees it: an answer here marks it up, so ``/readyz``
+        never calls a worker down that has just served a request."""
+        if w.proc is None or w.proc.poll() is not None:
             return None
         out: dict[str, Any] = {"status": 0, "body": []}
 
@@ -759,6 +763,7 @@ class Front:
             await asyncio.wait_for(forward(w, scope, receive, send), 30)
         except (WorkerDown, WorkerLost, TimeoutError):
             return None
+        w.up = True
         return int(out["status"]), b"".join(out["body"])
 
     def _tenants_on_disk(self) -> list[str]:
