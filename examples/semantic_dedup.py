@@ -303,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "semantic": s_sem,
             "minhash": s_lex,
             "missed_by_minhash_found_by_semantic": len(missed),
+            "paraphrase_jaccard_max": float(para_jac.max()),
+            "paraphrase_jaccard_median": float(np.median(para_jac)),
             "cosine_sweep": curve,
             "encode_seconds": encode_s,
             "embed_seconds_with_load": embed_total_s,

@@ -267,6 +267,24 @@ def test_service_memory_is_one_figure_by_peak() -> None:
         assert end_of_run not in doc.read_text(encoding="utf-8")
 
 
+def test_semantic_example_figures() -> None:
+    d = result("semantic.json")["example"]
+    sem, lex = d["semantic"], d["minhash"]
+    sweep = {round(c["threshold"], 2): c for c in d["cosine_sweep"]}
+    says(
+        README,
+        f"at cosine ≥ {d['cosine_threshold']:g} the semantic path finds "
+        f"{sem['paraphrase_found']} of {d['planted_paraphrase_pairs']} planted paraphrase pairs "
+        f"with precision {sem['precision']:.1f}",
+        f"(word 3-grams, J ≥ {d['jaccard_threshold']:g}) finds {lex['paraphrase_found']} of them",
+        f"Jaccard is at most {d['paraphrase_jaccard_max']:.2f}",
+        f"({sem['copy_found']}/{d['planted_copy_pairs']} and "
+        f"{lex['copy_found']}/{d['planted_copy_pairs']})",
+        f"a cosine threshold of 0.85 would keep only "
+        f"{sweep[0.85]['paraphrase_recall']:.0%}".replace("%", " %"),
+    )
+
+
 def test_machine_of_each_results_file() -> None:
     by_cpu: dict[str, list[str]] = {}
     for path in sorted(RESULTS.glob("*.json")):
