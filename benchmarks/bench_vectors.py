@@ -455,7 +455,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=20_000,
         help="queries searched by IndexLSH (its scan is linear per query)",
     )
-    p.add_argument("--ivf-nprobe", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32])
+    p.add_argument("--ivf-nprobe", type=int, nargs="+", default=[1, 2, 4, 8, 16, 32, 64, 128])
     p.add_argument("--ivf-train", type=int, default=50_000, help="IVF k-means sample")
     p.add_argument(
         "--ivf-recall-target",
