@@ -176,7 +176,7 @@ def _check_service_files(cfg: Any) -> None:
     that a bad file stops ``serve --workers N`` with the same message."""
 
     from neardup.service.auth import AuditLog, Keyring
-    from neardup.service.manager import load_master
+    from neardup.service.manager.config import load_master
 
     load_master(cfg.master_key_file)
     Keyring.load(cfg.keys_file)
@@ -262,7 +262,7 @@ def repair(**opts: Any) -> None:
     """
     import os
 
-    from neardup.service.manager import load_master
+    from neardup.service.manager.config import load_master
     from neardup.service.migration import load_tenant, read_pointer
     from neardup.service.tenant import Tenant, valid_tenant_id
 
