@@ -169,7 +169,17 @@ def test_the_root_names_each_public_name_once() -> None:
         "neardup.service.router",
         "neardup.service.feedback",
         "neardup.graph.components",
-        "neardup.engines.ray_engine",
+        "neardup.engines.ray",
+        "neardup.engines.ray.candidates",
+        "neardup.engines.ray.clusters",
+        "neardup.engines.ray.common",
+        "neardup.engines.ray.components",
+        "neardup.engines.ray.driver",
+        "neardup.engines.ray.features",
+        "neardup.engines.ray.manifest",
+        "neardup.engines.ray.outputs",
+        "neardup.engines.ray.runner",
+        "neardup.engines.ray.verify",
     ],
 )
 def test_stage_modules_declare_all(module: str) -> None:

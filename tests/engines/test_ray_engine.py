@@ -22,7 +22,8 @@ import pytest
 
 from neardup import Config, ShingleSpec, run_dedup
 from neardup.core._errors import CorruptFile, InvalidConfig
-from neardup.engines.ray_engine import _Manifest, bucket_pairs
+from neardup.engines.ray.candidates import bucket_pairs
+from neardup.engines.ray.manifest import Manifest
 from neardup.testing import plant_near_duplicates, synthetic_documents
 
 EXE = str(Path(sys.executable).parent / "neardup")
@@ -101,7 +102,7 @@ def ray_session() -> Any:
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ray_equals_local_with_planted_duplicates(tmp_path: Path, ray_session: Any) -> None:
-    from neardup.engines.ray_engine import run_dedup_ray
+    from neardup.engines.ray import run_dedup_ray
 
     texts = _corpus(11)
     inputs = _write_shards(tmp_path / "in", texts, shards=3)
@@ -132,7 +133,7 @@ def test_ray_distributed_components_rounds_and_cap(tmp_path: Path, ray_session: 
     """The distributed components path forced on a small input, bands in many
     rounds, a tight candidate cap (so the cap's cut matters) and keep=longest,
     on Parquet shards without an id field."""
-    from neardup.engines.ray_engine import run_dedup_ray
+    from neardup.engines.ray import run_dedup_ray
 
     texts = _corpus(12, n_base=200, copies=200)
     inputs = _write_shards(tmp_path / "in", texts, shards=2, fmt="parquet")
@@ -238,24 +239,24 @@ def test_manifest_refuses_other_runs_and_damage(tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("not neardup's")
     with pytest.raises(InvalidConfig, match="not a neardup ray work folder"):
-        _Manifest(str(tmp_path / "mine"), {"config": "a"}, resume=False)
+        Manifest(str(tmp_path / "mine"), {"config": "a"}, resume=False)
     assert (tmp_path / "mine" / "notes.txt").exists()
     work = str(tmp_path / "w")
-    m = _Manifest(work, {"config": "a"}, resume=False)
+    m = Manifest(work, {"config": "a"}, resume=False)
     f = tmp_path / "w" / "x.parquet"
     f.write_bytes(b"data")
     m.record("exact", [str(f)], {"identical_edges": 3}, 0.5)
-    again = _Manifest(work, {"config": "a"}, resume=True)
+    again = Manifest(work, {"config": "a"}, resume=True)
     assert again.done("exact") == {"identical_edges": 3}
     with pytest.raises(InvalidConfig, match="another run"):
-        _Manifest(work, {"config": "b"}, resume=True)
+        Manifest(work, {"config": "b"}, resume=True)
     f.write_bytes(b"changed")  # a damaged stage file: the stage is redone
-    assert _Manifest(work, {"config": "a"}, resume=True).done("exact") is None
+    assert Manifest(work, {"config": "a"}, resume=True).done("exact") is None
     doc = json.loads((tmp_path / "w" / "manifest.json").read_text())
     doc["stages"]["exact"]["info"]["identical_edges"] = 4
     (tmp_path / "w" / "manifest.json").write_text(json.dumps(doc))
     with pytest.raises(CorruptFile, match="checksum"):
-        _Manifest(work, {"config": "a"}, resume=True)
+        Manifest(work, {"config": "a"}, resume=True)
 
 
 def test_bucket_pairs_match_the_local_band_join() -> None:
@@ -300,7 +301,7 @@ def test_bucket_pairs_match_the_local_band_join() -> None:
 
 
 def test_semi_join_bloom_filter_has_no_false_negatives() -> None:
-    from neardup.engines.ray_engine import bloom_add, bloom_contains
+    from neardup.engines.ray.verify import bloom_add, bloom_contains
 
     rng = np.random.default_rng(5)
     keys = rng.integers(0, 1 << 40, 20_000)

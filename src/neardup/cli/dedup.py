@@ -339,7 +339,7 @@ def _dedup_ray(
     quiet: bool,
     opts: dict[str, Any],
 ) -> None:
-    from neardup.engines.ray_engine import DEFAULT_CC_THRESHOLD, run_dedup_ray
+    from neardup.engines.ray import DEFAULT_CC_THRESHOLD, run_dedup_ray
 
     for name, value in (
         ("method", None if method == "lsh" else method),

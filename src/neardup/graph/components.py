@@ -11,7 +11,7 @@ Two ways to label the connected components of an edge list (``u``, ``v``):
   one of its ends) followed by a *reduce* per key (:func:`large_star_reduce`,
   :func:`small_star_reduce`) that sees all rows of its key and nothing else.  Run
   here on whole arrays, it is the reference; the Ray engine
-  (:mod:`neardup.engines.ray_engine`) runs the very same functions per hash partition of
+  (:mod:`neardup.engines.ray.components`) runs the very same functions per hash partition of
   the key, so no process ever holds all edges.  It converges in O(log n) rounds;
   at the end every edge joins a node to the smallest node of its component.
 
@@ -20,7 +20,7 @@ results are equal.
 
 :func:`spanning_forest` picks the edges of a minimum spanning forest (Kruskal) by
 a caller-given order: the Ray engine uses it per component to choose exactly the
-edges the local engine's band join keeps (see :mod:`neardup.engines.ray_engine`).
+edges the local engine's band join keeps (see :mod:`neardup.engines.ray.clusters`).
 
 Example:
     >>> import numpy as np
