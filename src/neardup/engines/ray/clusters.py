@@ -7,8 +7,10 @@ representative is chosen by the keep rule and the edges are the local engine's:
 the local band join visits candidate pairs in the order (band, bucket key, b, -a)
 and keeps a verified pair unless its ends are already connected — Kruskal's
 algorithm over the verified candidates ordered by the (band, key, b, -a) of
-their first collision — so :func:`component_records` runs that Kruskal per
-component (:func:`neardup.graph.components.spanning_forest`).
+their first collision — so :func:`component_line` runs that Kruskal per
+component (:func:`neardup.graph.components.spanning_forest`).  The keep rule
+(:func:`neardup.graph.cluster.choose_representative`) and the ``clusters.jsonl``
+line (:class:`neardup.batch.outputs.ClusterLines`) are the local engine's own.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from neardup.batch.outputs import ClusterLines
 from neardup.engines.ray.common import I64, Job, column, part_key, positions
 from neardup.engines.ray.runner import Run
+from neardup.graph.cluster import Cluster, Edge, choose_representative
 from neardup.graph.components import spanning_forest
 
 if TYPE_CHECKING:
@@ -28,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "cluster_reduce",
-    "component_records",
+    "component_line",
     "doc_rows",
     "edge_rows",
     "label_rows",
@@ -150,25 +154,30 @@ def _arr(x: npt.NDArray[Any]) -> Any:
     return pa.array(x)
 
 
-def component_records(
+# ClusterLines numbers each line; the number is known only once the driver has
+# sorted every component (stage 7), so lines are stored without it.
+_NUMBERED = '{"cluster": 0, '
+
+
+def component_line(
+    lines: ClusterLines,
     keep_rule: str,
     k: int,
+    first: int,
     members: I64,
-    ids: list[Any],
     nbytes: I64,
     edges: dict[str, npt.NDArray[Any]],
 ) -> tuple[int, str]:
     """(representative, clusters.jsonl line without "cluster") of one component.
 
-    ``members`` ascending with their ``ids`` and ``nbytes``; ``edges`` has a, b, band,
-    key, inter, union, matches, method (index into ("identical", "exact", "estimate")).
+    ``members`` ascending with their ``nbytes``; their ids are ``first``,
+    ``first + 1``, ... of the ids of ``lines``.  ``edges`` has a, b, band, key,
+    inter, union, matches, method (index into ``_METHODS``).  The representative is
+    returned as an index into the ids of ``lines``.
     """
-    if keep_rule == "first":
-        rep_i = 0
-    elif keep_rule == "longest":
-        rep_i = int(np.lexsort((members, -nbytes))[0])
-    else:
-        rep_i = int(np.lexsort((members, nbytes))[0])
+    # Members are ascending, so their indices order them as their positions do and
+    # the local keep rule applies to the indices.
+    rep_i = choose_representative(range(members.size), keep_rule, nbytes)
     a, b, method = edges["a"], edges["b"], edges["method"]
     ident = np.flatnonzero(method == 0)
     ident = ident[np.lexsort((b[ident], a[ident]))]
@@ -176,34 +185,38 @@ def component_records(
     order = np.lexsort((-a[near], b[near], edges["key"][near], edges["band"][near]))
     kept = spanning_forest(a[near], b[near], order.astype(np.int64))
     near_sorted = near[order][kept[order]]
-    index = {int(m): i for i, m in enumerate(members.tolist())}
-    recs: list[dict[str, Any]] = []
-    for e in ident.tolist():
-        recs.append(
-            {
-                "a": ids[index[int(a[e])]],
-                "b": ids[index[int(b[e])]],
-                "jaccard": 1.0,
-                "estimate": 1.0,
-                "band": None,
-                "method": "identical",
-            }
+    index = {int(m): first + i for i, m in enumerate(members.tolist())}
+    out = [
+        Edge(
+            a=index[int(a[e])],
+            b=index[int(b[e])],
+            jaccard=1.0,
+            estimate=1.0,
+            band=None,
+            method="identical",
         )
+        for e in ident.tolist()
+    ]
     inter, union, match, band = edges["inter"], edges["union"], edges["matches"], edges["band"]
     for e in near_sorted.tolist():
         exact = int(inter[e]) >= 0
-        recs.append(
-            {
-                "a": ids[index[int(a[e])]],
-                "b": ids[index[int(b[e])]],
-                "jaccard": int(inter[e]) / int(union[e]) if exact else None,
-                "estimate": int(match[e]) / k,
-                "band": int(band[e]),
-                "method": "exact" if exact else "estimate",
-            }
+        out.append(
+            Edge(
+                a=index[int(a[e])],
+                b=index[int(b[e])],
+                jaccard=int(inter[e]) / int(union[e]) if exact else None,
+                estimate=int(match[e]) / k,
+                band=int(band[e]),
+                method="exact" if exact else "estimate",
+            )
         )
-    rec = {"representative": ids[rep_i], "members": ids, "edges": recs}
-    return int(members[rep_i]), json.dumps(rec, ensure_ascii=False, sort_keys=True)
+    cluster = Cluster(
+        id=0,
+        representative=first + rep_i,
+        members=tuple(range(first, first + members.size)),
+        edges=tuple(out),
+    )
+    return first + rep_i, "{" + lines.line(0, cluster)[len(_NUMBERED) :]
 
 
 def cluster_reduce(job: Job, t: pa.Table) -> pa.Table:
@@ -220,7 +233,12 @@ def cluster_reduce(job: Job, t: pa.Table) -> pa.Table:
     d_pos = column(t, "b")[docs]
     do = np.lexsort((d_pos, d_root))
     d_root, d_pos, d_len = d_root[do], d_pos[do], d_len[do]
-    d_ids = [d_ids[i] for i in do.tolist()]
+    # Without an id field a document is named by its position.
+    ids = [
+        json.loads(d_ids[i]) if d_ids[i] is not None else p
+        for i, p in zip(do.tolist(), d_pos.tolist(), strict=True)
+    ]
+    lines = ClusterLines(ids)
     e_root = root[eds]
     eo = np.argsort(e_root, kind="stable")
     ecols = {
@@ -244,19 +262,16 @@ def cluster_reduce(job: Job, t: pa.Table) -> pa.Table:
         roots.tolist(), starts.tolist(), ends.tolist(), e_lo.tolist(), e_hi.tolist(), strict=True
     ):
         members = d_pos[s:e]
-        ids = [
-            json.loads(x) if x is not None else int(p)
-            for x, p in zip(d_ids[s:e], members.tolist(), strict=True)
-        ]
-        rep, line = component_records(
-            job.keep, k, members, ids, d_len[s:e], {c: v[el:eh] for c, v in ecols.items()}
+        rep_i, line = component_line(
+            lines, job.keep, k, s, members, d_len[s:e], {c: v[el:eh] for c, v in ecols.items()}
         )
+        rep = int(d_pos[rep_i])
         out_kind.append(0)
         out_root.append(r)
         out_pos.append(rep)
         out_text.append(line)
         out_size.append(int(members.size))
-        rep_id = json.dumps(ids[int(np.searchsorted(members, rep))], ensure_ascii=False)
+        rep_id = json.dumps(ids[rep_i], ensure_ascii=False)
         for m in members.tolist():
             if m != rep:
                 out_kind.append(1)
