@@ -17,13 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from neardup import Config, ShingleSpec, run_dedup
-from neardup.core._errors import CorruptFile, InvalidConfig
-from neardup.engines.ray.candidates import bucket_pairs
-from neardup.engines.ray.manifest import Manifest
 from neardup.testing import plant_near_duplicates, synthetic_documents
 
 EXE = str(Path(sys.executable).parent / "neardup")
@@ -233,84 +229,6 @@ def test_resume_after_killing_the_driver(tmp_path: Path) -> None:
         [EXE, "dedup", *inputs, "-o", str(tmp_path / "local"), *opts, "--no-report"], check=True
     )
     _assert_same(tmp_path / "local", tmp_path / "ray")
-
-
-def test_manifest_refuses_other_runs_and_damage(tmp_path: Path) -> None:
-    (tmp_path / "mine").mkdir()
-    (tmp_path / "mine" / "notes.txt").write_text("not neardup's")
-    with pytest.raises(InvalidConfig, match="not a neardup ray work folder"):
-        Manifest(str(tmp_path / "mine"), {"config": "a"}, resume=False)
-    assert (tmp_path / "mine" / "notes.txt").exists()
-    work = str(tmp_path / "w")
-    m = Manifest(work, {"config": "a"}, resume=False)
-    f = tmp_path / "w" / "x.parquet"
-    f.write_bytes(b"data")
-    m.record("exact", [str(f)], {"identical_edges": 3}, 0.5)
-    again = Manifest(work, {"config": "a"}, resume=True)
-    assert again.done("exact") == {"identical_edges": 3}
-    with pytest.raises(InvalidConfig, match="another run"):
-        Manifest(work, {"config": "b"}, resume=True)
-    f.write_bytes(b"changed")  # a damaged stage file: the stage is redone
-    assert Manifest(work, {"config": "a"}, resume=True).done("exact") is None
-    doc = json.loads((tmp_path / "w" / "manifest.json").read_text())
-    doc["stages"]["exact"]["info"]["identical_edges"] = 4
-    (tmp_path / "w" / "manifest.json").write_text(json.dumps(doc))
-    with pytest.raises(CorruptFile, match="checksum"):
-        Manifest(work, {"config": "a"}, resume=True)
-
-
-def test_bucket_pairs_match_the_local_band_join() -> None:
-    """Candidates of the per-bucket reduce are the local kernel's candidates."""
-    from neardup.kernels import _kernels as K
-
-    rng = np.random.default_rng(3)
-    n, nb, cap = 300, 4, 3
-    keys = rng.integers(0, 12, size=(n, nb)).astype(np.uint64)
-    active = rng.random(n) > 0.2
-    sig = np.zeros((n, 8), dtype=np.uint32)
-    data = np.zeros(0, dtype=np.uint64)
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    parent = np.arange(n, dtype=np.int64)
-    ra, rb, rband, *_, c1, _c2, c3, _c4 = K.band_join(
-        keys.copy(),  # band_join consumes its keys
-        0,
-        active,
-        sig,
-        data,
-        indptr,
-        0.5,
-        cap,
-        K.MODE_CANDIDATES,
-        False,
-        parent,
-        K.new_seen(),
-    )
-    want = {(int(a), int(b)): int(bd) for a, b, bd in zip(ra, rb, rband, strict=True)}
-    idx = np.flatnonzero(active)
-    band = np.repeat(np.arange(nb, dtype=np.int64)[None, :], idx.size, axis=0).reshape(-1)
-    key = keys[idx].reshape(-1)
-    pos = np.repeat(idx, nb)
-    zero = np.zeros(pos.size, dtype=np.uint64)
-    # Distinct content per document: no exact copies to drop.
-    a, b, bd, _k, overflow = bucket_pairs(band, key, pos, pos.astype(np.uint64), zero, zero, cap)
-    got: dict[tuple[int, int], int] = {}
-    for x, y, z in zip(a.tolist(), b.tolist(), bd.tolist(), strict=True):
-        got[(x, y)] = min(z, got.get((x, y), z))
-    assert got == want
-    assert overflow == c3 and len(got) == c1
-
-
-def test_semi_join_bloom_filter_has_no_false_negatives() -> None:
-    from neardup.engines.ray.verify import bloom_add, bloom_contains
-
-    rng = np.random.default_rng(5)
-    keys = rng.integers(0, 1 << 40, 20_000)
-    flags = np.zeros(8 * 20_000 * 10 // 8, dtype=np.bool_)
-    bloom_add(flags, keys)
-    bits = np.packbits(flags, bitorder="little")
-    assert bloom_contains(bits, keys).all()
-    others = rng.integers(1 << 41, 1 << 42, 20_000)
-    assert bloom_contains(bits, others).mean() < 0.03
 
 
 @pytest.mark.parametrize(
