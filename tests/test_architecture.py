@@ -24,7 +24,6 @@ OVERSIZE_ALLOWED = {
     "neardup.engines.ray_engine",  # issue 22: shares the batch stages instead
     "neardup.kernels._kernels",  # issue 22: kernels split by concern
     "neardup.service.schemas",  # issue 22: models from one source
-    "neardup.service.workers",
     "neardup.batch.job",
     "neardup.service.feedback",
     "neardup.vectors.sketches",
