@@ -25,7 +25,6 @@ OVERSIZE_ALLOWED = {
     "neardup.kernels._kernels",  # issue 22: kernels split by concern
     "neardup.service.schemas",  # issue 22: models from one source
     "neardup.batch.job",
-    "neardup.service.feedback",
     "neardup.vectors.sketches",
     "neardup.service.server",
     "neardup.text.hashing",
