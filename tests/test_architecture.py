@@ -26,7 +26,6 @@ OVERSIZE_ALLOWED = {
     "neardup.service.schemas",  # issue 22: models from one source
     "neardup.batch.job",
     "neardup.vectors.sketches",
-    "neardup.service.server",
     "neardup.text.hashing",
     "neardup.lineage.families",
 }
