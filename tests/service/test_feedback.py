@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from neardup import InvalidConfig
 from neardup.service import FeedbackPolicy, Label, ThresholdReport, evaluate_feedback
-from neardup.service.feedback import _cap_weights, wilson_interval
+from neardup.service.feedback import wilson_interval
+from neardup.service.feedback.evaluate import _cap_weights
 
 BOUND = 0.03
 TAU = 0.82

@@ -107,7 +107,7 @@ def test_interrupted_upgrade_leaves_format1_intact(
         real(db, seal, existing)
         raise OSError("power lost during the upgrade")
 
-    import neardup.service.store as store_mod
+    import neardup.service.store.integrity as store_mod
 
     monkeypatch.setattr(store_mod, "upgrade_v1", half)
     with pytest.raises(OSError, match="power lost"):

@@ -1,10 +1,4 @@
-"""HTTP routes of ``neardup serve``: a thin starlette shell over :class:`~neardup.service.Service`.
-
-Every route authenticates, caps the body *before* reading it whole, parses JSON,
-calls one library method in a worker thread and maps the exception tree to 4xx
-answers (``{"error", "message", "fix"}``); anything unexpected is a logged 500.
-Needs the ``service`` extra (starlette, uvicorn, prometheus-client, cryptography).
-"""
+"""The ASGI app: every route's handler, the route table and the lifespan."""
 
 from __future__ import annotations
 
@@ -18,35 +12,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import numpy as np
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from neardup.core._errors import (
-    CorruptFile,
-    DocumentTooLarge,
-    EmptyDocument,
     Forbidden,
-    InputError,
     InvalidConfig,
     LimitExceeded,
     NeardupError,
-    NeardupIOError,
     SchemeMismatch,
-    ServiceError,
 )
 from neardup.core._trace import span
 from neardup.service._validate import INT64_MAX, check_json
 from neardup.service.auth import PERMISSIONS, Principal
 from neardup.service.manager import Service
 from neardup.service.schemas import PERMISSION, openapi
-
-__all__ = ["create_app"]
+from neardup.service.server.errors import error_response, safe_text
+from neardup.service.server.metrics import Metrics
+from neardup.service.server.paths import RawPathRouting
 
 _log = logging.getLogger("neardup.service.server")
 Handler = Callable[[Request], Awaitable[Response]]
@@ -57,303 +44,6 @@ def _version() -> str:
         return version("neardup")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
         return "0"
-
-
-class _Metrics:
-    """Prometheus metrics of one app (its own registry: no process-global state)."""
-
-    def __init__(self, service: Service) -> None:
-        from prometheus_client import CollectorRegistry, Counter, Histogram
-        from prometheus_client.core import GaugeMetricFamily
-
-        self.registry = CollectorRegistry()
-        self.requests = Counter(
-            "neardup_requests_total", "HTTP requests", ["route", "status"], registry=self.registry
-        )
-        self.latency = Histogram(
-            "neardup_request_seconds",
-            "request latency",
-            ["route"],
-            registry=self.registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5),
-        )
-        self.candidates = Histogram(
-            "neardup_candidates_per_query",
-            "exactly verified candidates per query",
-            ["tenant"],
-            registry=self.registry,
-            buckets=(0, 1, 2, 5, 10, 20, 50, 100, 1000),
-        )
-        self.scores = Histogram(
-            "neardup_verification_score",
-            "exact Jaccard of verified candidates",
-            ["tenant"],
-            registry=self.registry,
-            buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0),
-        )
-        self.decisions = Counter(
-            "neardup_decisions_total",
-            "decisions by state",
-            ["tenant", "state"],
-            registry=self.registry,
-        )
-        svc = service
-
-        class _TenantGauges:
-            def collect(self) -> Any:
-                items = GaugeMetricFamily("neardup_items", "live items", labels=["tenant"])
-                ibytes = GaugeMetricFamily("neardup_index_bytes", "index bytes", labels=["tenant"])
-                over = GaugeMetricFamily(
-                    "neardup_bucket_overflow", "inserts cut by the bucket cap", labels=["tenant"]
-                )
-                capped = GaugeMetricFamily(
-                    "neardup_candidate_cap_hits",
-                    "queries whose candidates hit a cap",
-                    labels=["tenant"],
-                )
-                age = GaugeMetricFamily(
-                    "neardup_snapshot_age_seconds",
-                    "seconds since the last snapshot (-1: none)",
-                    labels=["tenant"],
-                )
-                seq = GaugeMetricFamily(
-                    "neardup_applied_seq", "last applied command", labels=["tenant"]
-                )
-                g = {
-                    name: GaugeMetricFamily(name, doc, labels=labels)
-                    for name, doc, labels in (
-                        (
-                            "neardup_ingest_lag_seconds",
-                            "now minus the newest source_time indexed (-1: none sent)",
-                            ["tenant"],
-                        ),
-                        (
-                            "neardup_commands_not_durable",
-                            "commands written but not yet fsynced",
-                            ["tenant"],
-                        ),
-                        (
-                            "neardup_bucket_size",
-                            "bucket sizes of the band index (main arrays)",
-                            ["tenant", "quantile"],
-                        ),
-                        (
-                            "neardup_tombstone_lag_entries",
-                            "index entries of tombstoned items awaiting compaction",
-                            ["tenant"],
-                        ),
-                        (
-                            "neardup_labelled",
-                            "precision / recall at the current threshold on reviewer labels "
-                            "(last threshold report; -1: none)",
-                            ["tenant", "measure"],
-                        ),
-                        (
-                            "neardup_shadow_queries",
-                            "queries compared between live and shadow / previous",
-                            ["tenant"],
-                        ),
-                        (
-                            "neardup_shadow_disagreements",
-                            "compared queries whose candidates or decisions differ",
-                            ["tenant", "kind"],
-                        ),
-                        (
-                            "neardup_audit_total",
-                            "sampled exact audits: queries, pairs at the threshold, misses",
-                            ["tenant", "what"],
-                        ),
-                        (
-                            "neardup_decisions_rejected",
-                            "decisions recorded as rejected",
-                            ["tenant"],
-                        ),
-                        (
-                            "neardup_cross_version_attempts",
-                            "requests refused for another scheme or policy version",
-                            ["tenant"],
-                        ),
-                        (
-                            "neardup_mode",
-                            "1 for the tenant's current mode (normal, exact-hash-only, "
-                            "stopped: writes stopped after a storage error, failed: cannot "
-                            "start)",
-                            ["tenant", "mode"],
-                        ),
-                        (
-                            "neardup_failed_commands",
-                            "logged commands recorded as failed (skipped on replay)",
-                            ["tenant"],
-                        ),
-                    )
-                }
-                now = time.time()
-                for name, t in sorted(svc.tenants().items()):
-                    c = t.counters
-                    items.add_metric([name], len(t))
-                    ibytes.add_metric([name], t.index.nbytes)
-                    over.add_metric([name], t.index.overflow)
-                    capped.add_metric([name], c.capped)
-                    last = c.last_snapshot_time
-                    age.add_metric([name], -1 if last is None else now - last)
-                    seq.add_metric([name], t.seq)
-                    lag = -1 if c.last_source_time is None else now - c.last_source_time
-                    g["neardup_ingest_lag_seconds"].add_metric([name], lag)
-                    g["neardup_commands_not_durable"].add_metric(
-                        [name], t.log.last_seq - t.log.durable_seq
-                    )
-                    sizes = t.index.bucket_sizes()
-                    for q in (0.5, 0.9, 0.99, 1.0):
-                        v = float(np.quantile(sizes, q)) if sizes.size else 0.0
-                        g["neardup_bucket_size"].add_metric([name, str(q)], v)
-                    g["neardup_tombstone_lag_entries"].add_metric([name], t.index.dead_entries())
-                    rep = c.last_report or {}
-                    for m in ("precision", "recall"):
-                        val = rep.get(m)
-                        g["neardup_labelled"].add_metric([name, m], -1 if val is None else val)
-                    mig = svc.migration(name)
-                    if mig is not None:
-                        mc = mig.counts
-                        g["neardup_shadow_queries"].add_metric([name], mc.queries)
-                        g["neardup_shadow_disagreements"].add_metric(
-                            [name, "candidates"], mc.candidate_disagreements
-                        )
-                        g["neardup_shadow_disagreements"].add_metric(
-                            [name, "decisions"], mc.decision_disagreements
-                        )
-                    for what, val in (
-                        ("queries", c.audits),
-                        ("pairs", c.audit_pairs),
-                        ("misses", c.audit_misses),
-                    ):
-                        g["neardup_audit_total"].add_metric([name, what], val)
-                    g["neardup_decisions_rejected"].add_metric([name], c.rejected)
-                    g["neardup_cross_version_attempts"].add_metric([name], c.cross_version)
-                    g["neardup_mode"].add_metric([name, t.mode], 1)
-                    g["neardup_failed_commands"].add_metric([name], t.failed_commands)
-                for name in sorted(svc.failed):
-                    g["neardup_mode"].add_metric([name, "failed"], 1)
-                yield from (items, ibytes, over, capped, age, seq, *g.values())
-
-        self.registry.register(_TenantGauges())
-
-    def render(self) -> bytes:
-        from prometheus_client import generate_latest
-
-        return bytes(generate_latest(self.registry))
-
-
-def _status(exc: NeardupError) -> int:
-    if isinstance(exc, ServiceError):
-        return exc.status
-    if isinstance(exc, DocumentTooLarge):
-        return 413
-    if isinstance(exc, SchemeMismatch):
-        return 409
-    if isinstance(exc, EmptyDocument):
-        return 422
-    if isinstance(exc, NeardupIOError):
-        # The server's own disk failed (e.g. a poisoned log after a failed fsync):
-        # not the client's fault, and retrying elsewhere or later may succeed.
-        return 503
-    if isinstance(exc, InvalidConfig | InputError | CorruptFile):
-        return 400
-    return 400
-
-
-_CODES = {
-    "DocumentTooLarge": "too_large",
-    "SchemeMismatch": "scheme_mismatch",
-    "EmptyDocument": "empty_content",
-    "InvalidConfig": "invalid_parameter",
-    "InputError": "invalid_input",
-    "CorruptFile": "corrupt",
-    "NeardupIOError": "io_error",
-}
-
-
-def _text(s: str) -> str:
-    """``s`` safe to send as JSON text (a lone surrogate from a request becomes ``\\ud800``)."""
-    return s.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
-def _fix(exc: NeardupError) -> str:
-    """The fix of an error: its ``fix`` attribute, else the message's "; fix: ..." tail."""
-    fix = getattr(exc, "fix", None)
-    if isinstance(fix, str) and fix:
-        return fix
-    _, sep, tail = str(exc).rpartition("; fix: ")
-    return tail if sep and tail else "see the message; /openapi.json describes every request"
-
-
-def _error(exc: NeardupError) -> JSONResponse:
-    status = _status(exc)
-    if isinstance(exc, NeardupIOError):
-        # Server paths and OS errors stay in the server's log, not in responses.
-        _log.error("storage error: %s", exc)
-        return JSONResponse(
-            {
-                "error": "io_error",
-                "message": "the server could not write or read its storage",
-                "fix": "an operator checks the disk and restarts the server; then retry "
-                "with the same idempotency key",
-            },
-            status_code=status,
-        )
-    body: dict[str, Any] = {
-        "error": getattr(exc, "code", _CODES.get(type(exc).__name__, "invalid_request")),
-        "message": _text(str(exc)),
-        "fix": _text(_fix(exc)),
-    }
-    headers = {}
-    retry_after = getattr(exc, "retry_after", None)  # LimitExceeded (429), Busy (503)
-    if isinstance(retry_after, int | float):
-        headers["Retry-After"] = str(max(1, int(retry_after + 0.999)))
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _canonical_path(raw: bytes) -> str:
-    """The request path with each segment percent-decoded (strict UTF-8) and encoded
-    again in one canonical way, so an encoded ``/`` (``%2F``) stays inside its segment.
-
-    The server routes on this form: ``/items/a%2Fb/content`` is item ``a/b``, while
-    the decoded path (``/items/a/b/content``) could not tell it from item ``a``.
-    Path parameters are decoded once, when a handler reads them.
-    """
-    out = []
-    for seg in raw.split(b"/"):
-        text = urllib.parse.unquote_to_bytes(seg).decode("utf-8")  # strict
-        out.append(urllib.parse.quote(text, safe=""))
-    return "/".join(out)
-
-
-class _RawPathRouting:
-    """ASGI middleware: route on :func:`_canonical_path` of the raw request path."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            raw = scope.get("raw_path")
-            if raw is None:
-                raw = urllib.parse.quote(scope["path"], safe="/").encode("ascii")
-            try:
-                path = _canonical_path(raw.split(b"?", 1)[0])
-            except UnicodeDecodeError as exc:
-                resp = JSONResponse(
-                    {
-                        "error": "invalid_parameter",
-                        "message": f"the URL path {raw[:200]!r} is not percent-encoded UTF-8 "
-                        f"(byte {exc.start} of a segment)",
-                        "fix": "percent-encode path parameters as UTF-8 (e.g. %C3%A9 for é)",
-                    },
-                    status_code=400,
-                )
-                await resp(scope, receive, send)
-                return
-            scope = {**scope, "path": path}
-        await self.app(scope, receive, send)
 
 
 _DIGITS = re.compile(r"[0-9]{1,19}")
@@ -371,7 +61,7 @@ def create_app(
     worker_threads: int = 32,
 ) -> Starlette:
     """The ASGI app serving ``service`` (see ``neardup.service.schemas`` for the API)."""
-    metrics = _Metrics(service)
+    metrics = Metrics(service)
     doc = openapi(_version())
     cfg = service.config
 
@@ -454,7 +144,7 @@ def create_app(
                     t = service.tenants().get(request.path_params.get("tenant", ""))
                     if t is not None:
                         t.counters.cross_version += 1
-                resp = _error(exc)
+                resp = error_response(exc)
             except Exception:
                 _log.exception("internal error in %s", name)
                 resp = JSONResponse(
@@ -655,7 +345,7 @@ def create_app(
         return JSONResponse(
             {
                 "error": "not_found" if code == 404 else "method_not_allowed",
-                "message": _text(f"no route {request.method} {request.url.path}"),
+                "message": safe_text(f"no route {request.method} {request.url.path}"),
                 "fix": "see /openapi.json"
                 if code == 404
                 else f"use one of {headers['Allow']} on this path, or see /openapi.json",
@@ -679,6 +369,6 @@ def create_app(
     return Starlette(
         routes=routes,
         exception_handlers={404: not_found, 405: not_found},
-        middleware=[Middleware(_RawPathRouting)],
+        middleware=[Middleware(RawPathRouting)],
         lifespan=lifespan,
     )
