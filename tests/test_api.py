@@ -153,6 +153,8 @@ def test_the_root_names_each_public_name_once() -> None:
         "neardup.batch.stream",
         "neardup.cli",
         "neardup.vectors.sketches",
+        "neardup.vectors.vconfig",
+        "neardup.vectors.vlayout",
         "neardup.vectors.hamming",
         "neardup.vectors.vpipeline",
         "neardup.batch.vjob",

@@ -28,7 +28,6 @@ OVERSIZE_ALLOWED = {
     "neardup.service.workers",
     "neardup.batch.job",
     "neardup.service.feedback",
-    "neardup.vectors.sketches",
     "neardup.service.server",
     "neardup.text.hashing",
     "neardup.lineage.families",
