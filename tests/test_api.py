@@ -159,6 +159,7 @@ def test_the_root_names_each_public_name_once() -> None:
         "neardup.vectors.vpipeline",
         "neardup.batch.vjob",
         "neardup.lineage.families",
+        "neardup.lineage.splits",
         "neardup.lineage.audit",
         "neardup.service.online",
         "neardup.service.cmdlog",

@@ -30,7 +30,6 @@ OVERSIZE_ALLOWED = {
     "neardup.service.feedback",
     "neardup.service.server",
     "neardup.text.hashing",
-    "neardup.lineage.families",
 }
 MAX_LINES = 600
 

@@ -36,10 +36,9 @@ from neardup.lineage.families import (
     FamilyResult,
     Provenance,
     build_families,
-    cross_split_leakage,
-    family_split,
     read_decisions,
 )
+from neardup.lineage.splits import cross_split_leakage, family_split
 from neardup.text.hashing import HashKey
 
 __all__ = ["record_fields", "run_audit", "run_split"]
