@@ -147,6 +147,8 @@ def test_the_root_names_each_public_name_once() -> None:
         "neardup.io.writers",
         "neardup.batch.external",
         "neardup.batch.job",
+        "neardup.batch.jobwrite",
+        "neardup.batch.outputs",
         "neardup.batch.report",
         "neardup.verify.explain",
         "neardup.batch.evaluate",

@@ -26,7 +26,6 @@ OVERSIZE_ALLOWED = {
     "neardup.service.store",
     "neardup.service.schemas",  # issue 22: models from one source
     "neardup.service.workers",
-    "neardup.batch.job",
     "neardup.service.feedback",
     "neardup.service.server",
     "neardup.text.hashing",
