@@ -199,7 +199,7 @@ def run_faiss_multihash(
     except with probability 1e-12, then exact cosine."""
     import faiss
 
-    from neardup.vectors.sketches import binomial_cutoff, hyperplane_collision
+    from neardup.vectors.vlayout import binomial_cutoff, hyperplane_collision
 
     n, d = X.shape
     bits = 8 * -(-(bands * rows) // 8)

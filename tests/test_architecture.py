@@ -23,10 +23,7 @@ SRC = ROOT / "src" / "neardup"
 OVERSIZE_ALLOWED = {
     "neardup.kernels._kernels",  # issue 22: kernels split by concern
     "neardup.service.schemas",  # issue 22: models from one source
-    "neardup.batch.job",
-    "neardup.vectors.sketches",
     "neardup.text.hashing",
-    "neardup.lineage.families",
 }
 MAX_LINES = 600
 

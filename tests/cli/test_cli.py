@@ -322,7 +322,7 @@ def test_interrupted_write_leaves_no_output(
     def boom(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(job, "_write_outputs", boom)
+    monkeypatch.setattr(job, "write_outputs", boom)
     with pytest.raises(KeyboardInterrupt):
         job.run_dedup([str(src)], str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()

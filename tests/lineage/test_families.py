@@ -10,13 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neardup import Config, ShingleSpec
-from neardup.lineage.families import (
-    Decision,
-    Provenance,
-    build_families,
-    cross_split_leakage,
-    family_split,
-)
+from neardup.lineage.families import Decision, Provenance, build_families
+from neardup.lineage.splits import cross_split_leakage, family_split
 from neardup.testing import synthetic_documents
 
 WORD3 = Config(threshold=0.7, shingle=ShingleSpec(kind="word", k=3))

@@ -271,7 +271,7 @@ def test_icws_scale_matters_and_negative_weights_are_refused() -> None:
 
 @given(st.integers(1, 120), st.floats(0.01, 0.99), st.sampled_from([1e-4, 1e-8, 1e-12]))
 def test_binomial_cutoff_is_the_smallest_safe_count(m: int, q: float, miss: float) -> None:
-    from neardup.vectors.sketches import binomial_cutoff
+    from neardup.vectors.vlayout import binomial_cutoff
 
     pmf = [math.comb(m, h) * q**h * (1 - q) ** (m - h) for h in range(m + 1)]
 

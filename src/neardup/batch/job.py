@@ -25,20 +25,28 @@ fields of ``stats.json``: ``timings_s`` and ``peak_memory_bytes``.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import gc
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
-import numpy as np
-import numpy.typing as npt
-
-from neardup.batch.outputs import finish_output, write_clusters, writing
+from neardup.batch.jobwrite import (
+    report_positions,
+    touching_clusters,
+    write_outputs,
+    write_report,
+)
+from neardup.batch.outputs import (
+    check_output,
+    check_writable,
+    finish_output,
+    prepare_output,
+    write_clusters,
+    writing,
+)
 from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates_hashed
 from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
@@ -49,7 +57,6 @@ from neardup.core.leftovers import (
     release,
     sweep,
 )
-from neardup.graph.cluster import Cluster
 from neardup.io.corpus import (
     BadRecord,
     Corpus,
@@ -57,10 +64,8 @@ from neardup.io.corpus import (
     detect_format,
     in_memory_plan,
     input_bytes,
-    prepare_subset,
     read_corpus,
     streamable,
-    write_subset,
 )
 from neardup.text.hashing import HashKey, SchemeDescriptor
 
@@ -92,91 +97,6 @@ def set_workers(workers: int | None) -> None:
         )
     numba.set_num_threads(workers)
 
-
-def _local_root(path: str) -> str | None:
-    """The local file or folder an input names (a glob: its fixed leading folder);
-    None for a URL."""
-    if "://" in path:
-        return None
-    fixed: list[str] = []
-    for part in path.split(os.sep):
-        if any(c in part for c in "*?["):
-            break
-        fixed.append(part)
-    root = os.sep.join(fixed) or "."
-    return os.path.realpath(root)
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def check_output(output: str, protect: Sequence[str] = ()) -> None:
-    """Refuse an ``output`` whose replacement would delete or move what a run reads.
-
-    ``--overwrite`` replaces the whole output folder, so it must not be, or
-    contain, an input (``protect``: inputs, indexes read), nor hold the working
-    folder (``-o .``).  Raises :class:`InvalidConfig` naming the path; called
-    before anything is read or written.
-    """
-    out = os.path.realpath(output)
-    for p in protect:
-        root = _local_root(p)
-        if root is not None and _inside(root, out):
-            raise InvalidConfig(
-                "output",
-                output,
-                f"is or contains the input {p!r}: replacing it would delete the input",
-                "write the outputs to a folder that holds no input",
-            )
-    if _inside(os.path.realpath(os.getcwd()), out):
-        raise InvalidConfig(
-            "output",
-            output,
-            "is the current folder or one of its parents: it cannot be replaced",
-            "write the outputs to a new subfolder, for example -o out/",
-        )
-
-
-def check_writable(path: str) -> None:
-    """Raise :class:`NeardupIOError` naming ``path`` unless a folder can be created
-    there (its nearest existing ancestor is a writable folder) or already is one.
-
-    Run before a job starts, so that an unwritable ``--save-index`` or
-    ``--work-dir`` fails in a second, not after the whole run."""
-    probe = os.path.abspath(path)
-    while not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    if not os.path.isdir(probe):
-        raise NeardupIOError(path, OSError(errno.ENOTDIR, f"{probe} is not a folder"))
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise NeardupIOError(path, OSError(errno.EACCES, f"{probe} is not writable"))
-
-
-def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) -> str:
-    """Refuse an existing ``output`` unless ``overwrite``, or one that would delete
-    an input (:func:`check_output`); return a fresh temp folder beside it."""
-    check_output(output, protect)
-    if os.path.exists(output) and not overwrite:
-        raise InvalidConfig(
-            "output", output, "already exists", "choose a new folder or pass --overwrite"
-        )
-    parent = os.path.dirname(os.path.abspath(output)) or "."
-    try:
-        os.makedirs(parent, exist_ok=True)
-        sweep(parent)
-        tmp = owned_folder(
-            ".neardup-tmp-", parent, f"the unfinished output for {output} ({{path}})"
-        )
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the result is an ordinary folder
-        return tmp
-    except OSError as exc:
-        raise NeardupIOError(parent, exc) from exc
 
 
 def _feeder(cfg: Config, key: HashKey | None, inputs: Sequence[str]) -> HashFeeder | None:
@@ -385,7 +305,7 @@ def run_dedup(
         if progress is not None:
             progress("write", 0, 1)
         with writing(tmp):
-            _write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
+            write_outputs(tmp, corpus, result, ids_all, cfg, stats, report)
         if progress is not None:
             progress("write", 1, 1)
         if save_index:
@@ -447,31 +367,6 @@ def _stats(
     return st
 
 
-def _touching(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[np.int64]]:
-    n_prior = result.n_prior
-    touching = [c for c in result.clusters if c.members[-1] >= n_prior]
-    cluster_of = np.full(len(result.duplicate_of), -1, dtype=np.int64)
-    for new_id, c in enumerate(touching):
-        cluster_of[list(c.members)] = new_id
-    return touching, cluster_of
-
-
-def _write_report(
-    tmp: str,
-    result: DedupResult,
-    touching: Sequence[Cluster],
-    ids: Sequence[Any],
-    texts: dict[int, str],
-    cfg: Config,
-    stats: dict[str, Any],
-) -> None:
-    from neardup.batch.report import render_report
-
-    html = render_report(result, touching, ids, texts, cfg, stats)
-    path = os.path.join(tmp, "report.html")
-    with writing(path), open(path, "w", encoding="utf-8") as fh:
-        fh.write(html)
-
 
 def _run_spilled(
     inputs: Sequence[str],
@@ -525,8 +420,8 @@ def _run_spilled(
         if tmp is None:
             return stats
         t1 = time.perf_counter()
-        touching, cluster_of = _touching(result)
-        want = _report_positions(touching) if with_report else set()
+        touching, cluster_of = touching_clusters(result)
+        want = report_positions(touching) if with_report else set()
         with writing(tmp):
             texts = write_streamed(
                 tmp,
@@ -541,7 +436,7 @@ def _run_spilled(
             )
         write_clusters(tmp, touching, ids)
         if with_report:
-            _write_report(tmp, result, touching, ids, texts, cfg, stats)
+            write_report(tmp, result, touching, ids, texts, cfg, stats)
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         finish_output(tmp, output, stats, t_start)
         return stats
@@ -575,79 +470,3 @@ def _locator(corpus: Corpus) -> Callable[[int], tuple[str, int | None]]:
 def _warn(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-def _report_positions(touching: Sequence[Cluster]) -> set[int]:
-    """Documents whose text the report shows (the same choice render_report makes)."""
-    want: set[int] = set()
-    for c in sorted(touching, key=lambda c: (-len(c), c.id))[:8]:
-        for e in [x for x in c.edges if x.method != "identical"][:3]:
-            want.update((e.a, e.b))
-    near = [e for c in touching for e in c.edges if e.method != "identical"]
-    for e in near[:300]:
-        want.update((e.a, e.b))
-    return want
-
-
-def _in_background(fn: Callable[..., Any], *args: Any) -> Callable[[], None]:
-    """Start ``fn(*args)`` in a thread; the returned function waits for it and
-    re-raises what it raised.  The caller must call it, also on its own errors
-    (the thread is a daemon only so that an interpreter exit never hangs on it)."""
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            fn(*args)
-        except BaseException as exc:  # re-raised in the caller
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="neardup-write", daemon=True)
-    thread.start()
-
-    def wait() -> None:
-        thread.join()
-        if failure:
-            raise failure[0]
-
-    return wait
-
-
-def _write_outputs(
-    tmp: str,
-    corpus: Corpus,
-    result: DedupResult,
-    ids: list[Any],
-    cfg: Config,
-    stats: dict[str, Any],
-    with_report: bool,
-) -> None:
-    n_prior = result.n_prior
-    kept = result.kept - n_prior
-    dups = (result.duplicates - n_prior).tolist()
-    touching, cluster_of = _touching(result)
-    # kept.* is most of the output and its writes wait on the disk with the GIL
-    # released: it goes out while this thread encodes the other files.
-    wait_kept = _in_background(prepare_subset(corpus, kept, os.path.join(tmp, "kept")))
-    try:
-        write_subset(
-            corpus,
-            dups,
-            os.path.join(tmp, "duplicates"),
-            extra={
-                "cluster": [int(cluster_of[i + n_prior]) for i in dups],
-                "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
-            },
-        )
-        write_clusters(tmp, touching, ids)
-        if with_report:
-            # Only the texts the report shows (a few hundred), not a map of all of them.
-            texts: dict[int, str] = {
-                p: corpus.texts[p - n_prior] for p in _report_positions(touching) if p >= n_prior
-            }
-            _write_report(tmp, result, touching, ids, texts, cfg, stats)
-    except BaseException:
-        # The writer must be done before the caller removes the temporary folder.
-        with contextlib.suppress(BaseException):
-            wait_kept()
-        raise
-    wait_kept()

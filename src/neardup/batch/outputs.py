@@ -5,11 +5,17 @@ Used by every job that writes a folder (dedup, the vector job, audit and split, 
 Ray engine).  A signal under the command line waits while the folder is swapped
 (:func:`neardup.core.leftovers.critical`); a run killed outright leaves its
 temporary folder with a locked owner file for the next run to sweep.
+
+Before a run writes anything, :func:`prepare_output` refuses an existing output
+(unless overwriting) or one whose replacement would delete an input
+(:func:`check_output`), and makes the temporary folder; :func:`check_writable`
+checks that a folder can be made where a run will want one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -18,14 +24,26 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from neardup.core._errors import NeardupIOError
+from neardup.core._errors import InvalidConfig, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
-from neardup.core.leftovers import OWNER_FILE, adopt, critical, disown, note_written, release
+from neardup.core.leftovers import (
+    OWNER_FILE,
+    adopt,
+    critical,
+    disown,
+    note_written,
+    owned_folder,
+    release,
+    sweep,
+)
 
 __all__ = [
     "ClusterLines",
+    "check_output",
+    "check_writable",
     "commit_output",
     "finish_output",
+    "prepare_output",
     "write_clusters",
     "write_json",
     "writing",
@@ -56,6 +74,92 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _local_root(path: str) -> str | None:
+    """The local file or folder an input names (a glob: its fixed leading folder);
+    None for a URL."""
+    if "://" in path:
+        return None
+    fixed: list[str] = []
+    for part in path.split(os.sep):
+        if any(c in part for c in "*?["):
+            break
+        fixed.append(part)
+    root = os.sep.join(fixed) or "."
+    return os.path.realpath(root)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_output(output: str, protect: Sequence[str] = ()) -> None:
+    """Refuse an ``output`` whose replacement would delete or move what a run reads.
+
+    ``--overwrite`` replaces the whole output folder, so it must not be, or
+    contain, an input (``protect``: inputs, indexes read), nor hold the working
+    folder (``-o .``).  Raises :class:`InvalidConfig` naming the path; called
+    before anything is read or written.
+    """
+    out = os.path.realpath(output)
+    for p in protect:
+        root = _local_root(p)
+        if root is not None and _inside(root, out):
+            raise InvalidConfig(
+                "output",
+                output,
+                f"is or contains the input {p!r}: replacing it would delete the input",
+                "write the outputs to a folder that holds no input",
+            )
+    if _inside(os.path.realpath(os.getcwd()), out):
+        raise InvalidConfig(
+            "output",
+            output,
+            "is the current folder or one of its parents: it cannot be replaced",
+            "write the outputs to a new subfolder, for example -o out/",
+        )
+
+
+def check_writable(path: str) -> None:
+    """Raise :class:`NeardupIOError` naming ``path`` unless a folder can be created
+    there (its nearest existing ancestor is a writable folder) or already is one.
+
+    Run before a job starts, so that an unwritable ``--save-index`` or
+    ``--work-dir`` fails in a second, not after the whole run."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        raise NeardupIOError(path, OSError(errno.ENOTDIR, f"{probe} is not a folder"))
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise NeardupIOError(path, OSError(errno.EACCES, f"{probe} is not writable"))
+
+
+def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) -> str:
+    """Refuse an existing ``output`` unless ``overwrite``, or one that would delete
+    an input (:func:`check_output`); return a fresh temp folder beside it."""
+    check_output(output, protect)
+    if os.path.exists(output) and not overwrite:
+        raise InvalidConfig(
+            "output", output, "already exists", "choose a new folder or pass --overwrite"
+        )
+    parent = os.path.dirname(os.path.abspath(output)) or "."
+    try:
+        os.makedirs(parent, exist_ok=True)
+        sweep(parent)
+        tmp = owned_folder(
+            ".neardup-tmp-", parent, f"the unfinished output for {output} ({{path}})"
+        )
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; the result is an ordinary folder
+        return tmp
+    except OSError as exc:
+        raise NeardupIOError(parent, exc) from exc
 
 
 def commit_output(tmp: str, output: str) -> None:

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.batch.job import prepare_output, set_workers
-from neardup.batch.outputs import finish_output, write_clusters
+from neardup.batch.job import set_workers
+from neardup.batch.outputs import finish_output, prepare_output, write_clusters
 from neardup.core._errors import InputError, InvalidConfig, NeardupIOError
 from neardup.core.leftovers import release
 from neardup.io.corpus import write_subset

@@ -24,8 +24,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from neardup.batch.job import prepare_output
-from neardup.batch.outputs import commit_output, write_json
+from neardup.batch.outputs import commit_output, prepare_output, write_json
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
 from neardup.core.ids import json_id
@@ -36,10 +35,9 @@ from neardup.lineage.families import (
     FamilyResult,
     Provenance,
     build_families,
-    cross_split_leakage,
-    family_split,
     read_decisions,
 )
+from neardup.lineage.splits import cross_split_leakage, family_split
 from neardup.text.hashing import HashKey
 
 __all__ = ["record_fields", "run_audit", "run_split"]

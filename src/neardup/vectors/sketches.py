@@ -28,6 +28,10 @@ Guarantees and non-guarantees:
 * Candidates are evidence only: every candidate is re-scored exactly (cosine, l2 or
   l1 over the original values, in float64) before it is called a duplicate.
 
+This module holds the hashers; the collision laws and layouts are in
+:mod:`neardup.vectors.vlayout` and :class:`VectorConfig` in
+:mod:`neardup.vectors.vconfig`, both re-exported here.
+
 Example:
     >>> import numpy as np
     >>> h = HyperplaneHasher(dim=4, bits=128, seed=7)
@@ -41,17 +45,23 @@ Example:
 from __future__ import annotations
 
 import hashlib
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import InvalidConfig, NoFeasibleParameters, ZeroVector
-from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
+from neardup.core._errors import InvalidConfig, ZeroVector
+from neardup.core._fingerprint import fingerprint
 from neardup.kernels import _vkernels as V
-from neardup.sketch.lsh import Layout, candidate_probability
+from neardup.vectors.vconfig import MAX_BITS, VectorConfig, check_pos_int
+from neardup.vectors.vlayout import (
+    cosine_from_hamming,
+    hyperplane_collision,
+    pick_width,
+    pstable_collision,
+    vector_layout,
+)
 
 __all__ = [
     "HyperplaneHasher",
@@ -67,14 +77,6 @@ __all__ = [
     "pstable_collision",
     "vector_layout",
 ]
-
-VectorMetric = Literal["cosine", "l2", "l1", "weighted_jaccard"]
-METRICS: tuple[str, ...] = ("cosine", "l2", "l1", "weighted_jaccard")
-SIMILARITIES = ("cosine", "weighted_jaccard")  # higher is closer; the others are distances
-METRIC_CODES = {"cosine": V.METRIC_COSINE, "l2": V.METRIC_L2, "l1": V.METRIC_L1}
-
-_MAX_BITS = 16384
-_DEFAULT_PLANNED = 1_000_000
 
 
 def _rng(scheme: str, seed: int, dim: int) -> np.random.Generator:
@@ -115,496 +117,6 @@ def hamming_distance(a: npt.ArrayLike, b: npt.ArrayLike) -> Any:
     if z.ndim <= 1:
         return int(z.sum())
     return z.sum(axis=-1)
-
-
-def cosine_from_hamming(h: float, bits: int) -> float:
-    """Cosine estimate from ``h`` differing of ``bits`` hyperplane bits: cos(π·h/bits).
-
-    Monotone decreasing in ``h``; it is an estimate (standard error of the angle
-    about π·sqrt(p(1−p)/bits)), never a verification.
-    """
-    if bits < 1 or not 0 <= h <= bits:
-        raise InvalidConfig("h/bits", (h, bits), "need 0 <= h <= bits, bits >= 1", "check inputs")
-    return math.cos(math.pi * h / bits)
-
-
-def hyperplane_collision(cosine: float) -> float:
-    """Probability that one random hyperplane puts both vectors on the same side:
-    1 − arccos(cosine)/π."""
-    c = min(1.0, max(-1.0, float(cosine)))
-    return 1.0 - math.acos(c) / math.pi
-
-
-def pstable_collision(distance: float, width: float, *, p: int = 2) -> float:
-    """Probability that one quantized projection of width ``width`` collides for two
-    points at l_p ``distance`` (p = 2: Gaussian projections, p = 1: Cauchy).
-
-    Decreasing in ``distance``; 1 at distance 0 (Datar, Immorlica, Indyk, Mirrokni 2004).
-    """
-    if width <= 0:
-        raise InvalidConfig("width", width, "must be > 0", "use pick_width(radius)")
-    if distance < 0:
-        raise InvalidConfig("distance", distance, "must be >= 0", "pass a distance")
-    if distance == 0:
-        return 1.0
-    t = width / distance
-    if p == 2:
-        phi = 0.5 * math.erfc(t / math.sqrt(2.0))  # Phi(-t)
-        return 1.0 - 2.0 * phi - 2.0 / (math.sqrt(2.0 * math.pi) * t) * (1.0 - math.exp(-t * t / 2))
-    if p == 1:
-        return 2.0 * math.atan(t) / math.pi - math.log1p(t * t) / (math.pi * t)
-    raise InvalidConfig("p", p, "only l1 and l2 have p-stable families here", "use p=1 or p=2")
-
-
-def binomial_cutoff(m: int, q: float, miss: float) -> int:
-    """Smallest h with P(Binomial(m, q) > h) <= miss: of m independent hashes that
-    each disagree with probability q, more than h disagree at most that often.
-
-    >>> binomial_cutoff(256, 0.5, 1e-12) > 128
-    True
-    """
-    if q <= 0.0:
-        return 0
-    if q >= 1.0:
-        return m
-    lq, lp = math.log(q), math.log1p(-q)
-    logs = [
-        math.lgamma(m + 1) - math.lgamma(h + 1) - math.lgamma(m - h + 1) + h * lq + (m - h) * lp
-        for h in range(m + 1)
-    ]
-    tail = 0.0
-    for h in range(m, -1, -1):  # tail = P(X > h - 1) after adding term h
-        if tail + math.exp(logs[h]) > miss:
-            return h
-        tail += math.exp(logs[h])
-    return 0
-
-
-def _collisions(
-    metric: str, threshold: float, far: float, width: float | None
-) -> tuple[float, float]:
-    if metric == "cosine":
-        return hyperplane_collision(threshold), hyperplane_collision(far)
-    if metric == "weighted_jaccard":  # consistent weighted sampling: P = J_w exactly
-        return float(threshold), float(far)
-    if width is None:  # pragma: no cover - callers resolve the width first
-        raise InvalidConfig("width", width, "needed for l1/l2", "use pick_width(radius)")
-    p = 2 if metric == "l2" else 1
-    return pstable_collision(threshold, width, p=p), pstable_collision(far, width, p=p)
-
-
-def vector_layout(
-    metric: str,
-    threshold: float,
-    *,
-    far: float,
-    n: int,
-    recall: float = 0.995,
-    far_budget: float = 10.0,
-    width: float | None = None,
-    max_hashes: int = 4096,
-    strict: bool = True,
-) -> Layout:
-    """The (bands, rows) with P(threshold) >= recall, ``n``·P(far) <= far_budget and
-    the fewest hashes, where P is :func:`neardup.candidate_probability` (shared with
-    MinHash) over this family's base collision probability.  Rows are at most 64
-    (one band is one 64-bit word of hyperplane bits).
-
-    No layout within the budget raises :class:`NoFeasibleParameters`, unless
-    ``strict=False``: then the layout meeting the recall with the fewest expected
-    far candidates is returned (its ``expected_far_candidates`` says the cost).
-
-    >>> lay = vector_layout("cosine", 0.9, far=0.0, n=10_000, far_budget=10)
-    >>> (lay.bands, lay.rows, round(lay.p_near, 4))
-    (61, 16, 0.9952)
-    """
-    p_near, p_far = _collisions(metric, threshold, far, width)
-    if not p_far < p_near:
-        raise NoFeasibleParameters(
-            "far",
-            far,
-            "the far point collides as often as the threshold",
-            "move far away from the threshold (cosine: lower; l1/l2: larger)",
-        )
-    if not 0.0 < recall < 1.0 or n < 1 or not far_budget > 0:
-        raise InvalidConfig(
-            "recall/n/far_budget", (recall, n, far_budget), "out of range", "e.g. 0.995, n>=1, 10"
-        )
-    feasible: Layout | None = None
-    fallback: Layout | None = None
-    for r in range(1, 65):
-        pr = p_near**r
-        if pr <= 0.0:
-            break
-        if pr >= 1.0:
-            b = 1
-        else:
-            b = max(1, math.ceil(math.log1p(-recall) / math.log1p(-pr)))
-            while candidate_probability(p_near, b, r) < recall:  # float edge
-                b += 1
-        if b * r > max_hashes:
-            continue
-        pf = candidate_probability(p_far, b, r)
-        lay = Layout(b, r, candidate_probability(p_near, b, r), pf, pf * n)
-        if lay.expected_far_candidates <= far_budget:
-            if feasible is None or lay.num_perm < feasible.num_perm:
-                feasible = lay
-        elif fallback is None or lay.expected_far_candidates < fallback.expected_far_candidates:
-            fallback = lay
-    if feasible is not None:
-        return feasible
-    if not strict and fallback is not None:
-        return fallback
-    raise NoFeasibleParameters(
-        "far_budget",
-        far_budget,
-        f"no layout with <= {max_hashes} hashes reaches recall {recall} at {threshold} "
-        f"with n*P(far={far}) <= far_budget for n={n}",
-        "raise far_budget or max_hashes, lower recall, or move far away from the threshold",
-    )
-
-
-def pick_width(
-    radius: float,
-    *,
-    p: int = 2,
-    far_factor: float = 2.0,
-    n: int = _DEFAULT_PLANNED,
-    recall: float = 0.995,
-    far_budget: float = 10.0,
-) -> float:
-    """A p-stable bucket width around the operational ``radius``: the width (searched
-    over 0.5–16 × radius) whose layout needs the fewest projections to reach
-    ``recall`` at ``radius`` with ``n``·P(far_factor·radius) <= far_budget.
-
-    A width far below the radius (or below measurement noise) destroys collisions;
-    far above it, everything collides and bands must be long.
-
-    >>> w = pick_width(1.0)
-    >>> 0.5 <= w <= 16
-    True
-    """
-    if not radius > 0:
-        raise InvalidConfig("radius", radius, "must be > 0", "pass the near-duplicate distance")
-    if not far_factor > 1:
-        raise InvalidConfig("far_factor", far_factor, "must be > 1", "use e.g. 2")
-    metric = "l2" if p == 2 else "l1"
-    # Feasible widths rank by hash count; when none meets the far budget (l2 at a
-    # far factor of 2 over a million items needs ~n^(1/2) bands), the width with the
-    # fewest expected far candidates is the least bad and is what strict=False layouts use.
-    best: tuple[float, int, float] | None = None
-    for i in range(0, 21):
-        w = radius * 0.5 * 2 ** (i / 4)
-        try:
-            lay = vector_layout(
-                metric,
-                radius,
-                far=far_factor * radius,
-                n=n,
-                recall=recall,
-                far_budget=far_budget,
-                width=w,
-                strict=False,
-            )
-        except NoFeasibleParameters:
-            continue
-        over = max(lay.expected_far_candidates - far_budget, 0.0)
-        key: tuple[float, int, float] = (over, lay.num_perm, w)
-        if best is None or key[:2] < best[:2]:
-            best = key
-    if best is None:
-        raise NoFeasibleParameters(
-            "far_factor",
-            far_factor,
-            "no width reaches the recall within 4096 projections",
-            "raise far_factor or far_budget, or lower recall",
-        )
-    return best[2]
-
-
-def _check_pos_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidConfig(name, value, f"must be an integer in [{lo}, {hi}]", fix)
-
-
-def _check_float(name: str, value: object, fix: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidConfig(name, value, "must be a finite number", fix)
-    return float(value)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class VectorConfig:
-    """Everything that determines vector signatures, candidates and decisions.
-
-    Parameters (all keyword-only):
-        metric: ``cosine`` (random hyperplanes; scale ignored), ``l2`` or ``l1``
-            (p-stable projections; scale matters), or ``weighted_jaccard``
-            (weighted bags only: consistent weighted sampling, whose codes collide
-            with probability equal to the weighted Jaccard sum(min)/sum(max)).
-        threshold: cosine / weighted_jaccard: a pair is a near duplicate when its
-            exact score is >= threshold (cosine in (-1, 1), weighted Jaccard in
-            (0, 1]); l2/l1: when its exact distance is
-            <= threshold (the radius, > 0).
-        bands, rows: LSH layout (rows hashes per band; a band is an independent
-            family of ``rows`` hyperplanes/projections).  Both None: chosen by
-            :func:`vector_layout` for ``recall_target`` at the threshold and a
-            far-candidate budget at ``far`` for ``planned_items`` items.
-        far: the planning point for "unrelated" pairs (cosine, default 0.0;
-            weighted Jaccard, threshold / 2; l2/l1: distance, default 2 × threshold).
-            Pairs at the far point collide with probability P(far); items between
-            far and threshold may collide more.
-        far_budget: expected far candidates per item the default layout allows.
-        planned_items: n for the layout; None means the batch size (or 1,000,000
-            for an index that grows one item at a time).
-        width: p-stable bucket width (default :func:`pick_width` around threshold).
-        hamming_radius: cosine only — instead of (bands, rows), make every pair whose
-            ``bits``-bit signatures differ in at most this many bits a candidate
-            (permuted blocks: guaranteed by pigeonhole, not by probability).
-        bits: signature bits (multiple of 64) for ``hamming_radius`` mode; in band
-            mode the signature is bands × rows bits rounded up to 64.
-        seed: selects the hyperplanes/projections (a pure function of scheme and seed).
-        max_candidates, max_bucket_size: as for MinHash; cuts are counted.
-        prefilter_miss: before the exact score, a candidate's leading 256
-            signature bits (or 64 codes) are compared; the pair is dropped when they
-            disagree so much that a pair at the threshold would do so with
-            probability <= prefilter_miss (a binomial tail, computed exactly).  It
-            saves reading two whole vectors for most far candidates; recall at
-            the threshold drops by at most this much (it is included in
-            :meth:`predicted_recall`).  None scores every candidate.
-    """
-
-    metric: VectorMetric = "cosine"
-    threshold: float = 0.9
-    bands: int | None = None
-    rows: int | None = None
-    far: float | None = None
-    far_budget: float = 10.0
-    planned_items: int | None = None
-    width: float | None = None
-    hamming_radius: int | None = None
-    bits: int = 256
-    recall_target: float = 0.995
-    seed: int = 42
-    max_candidates: int = 64
-    max_bucket_size: int = 10_000
-    prefilter_miss: float | None = 1e-12
-
-    def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise InvalidConfig("metric", self.metric, "unknown metric", f"use one of {METRICS}")
-        t = _check_float("threshold", self.threshold, "use e.g. threshold=0.9")
-        if self.metric == "cosine" and not -1.0 < t < 1.0:
-            raise InvalidConfig(
-                "threshold", t, "a cosine threshold must be in (-1, 1)", "use e.g. 0.9"
-            )
-        if self.metric == "weighted_jaccard" and not 0.0 < t <= 1.0:
-            raise InvalidConfig(
-                "threshold", t, "a weighted Jaccard threshold must be in (0, 1]", "use e.g. 0.8"
-            )
-        if self.metric not in SIMILARITIES and not t > 0:
-            raise InvalidConfig(
-                "threshold", t, "a distance radius must be > 0", "use the near-duplicate distance"
-            )
-        if self.far is not None:
-            f = _check_float("far", self.far, "leave far unset for the default")
-            if self.metric in SIMILARITIES and not -1.0 <= f < t:
-                raise InvalidConfig("far", f, "must be below the threshold", "use e.g. far=0.0")
-            if self.metric == "weighted_jaccard" and f < 0:
-                raise InvalidConfig("far", f, "must be in [0, threshold)", "use e.g. far=0.3")
-            if self.metric not in SIMILARITIES and not f > t:
-                raise InvalidConfig("far", f, "must exceed the radius", f"use e.g. far={2 * t}")
-        fb = _check_float("far_budget", self.far_budget, "use e.g. 10")
-        if not fb > 0:
-            raise InvalidConfig("far_budget", fb, "must be > 0", "use e.g. 10")
-        if self.planned_items is not None:
-            _check_pos_int("planned_items", self.planned_items, 1, 1 << 40, "use e.g. 1000000")
-        if self.width is not None:
-            w = _check_float("width", self.width, "use pick_width(radius)")
-            if not w > 0:
-                raise InvalidConfig("width", w, "must be > 0", "use pick_width(radius)")
-            if self.metric in SIMILARITIES:
-                raise InvalidConfig("width", w, "only p-stable (l1/l2) has a width", "drop width")
-        _check_pos_int("bits", self.bits, 64, _MAX_BITS, "use a multiple of 64, e.g. 256")
-        if self.bits % 64:
-            raise InvalidConfig(
-                "bits", self.bits, "must be a multiple of 64", f"use {64 * -(-self.bits // 64)}"
-            )
-        r = self.recall_target
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0.0 < float(r) < 1.0:
-            raise InvalidConfig("recall_target", r, "must be in (0, 1)", "use e.g. 0.995")
-        _check_pos_int("seed", self.seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
-        _check_pos_int("max_candidates", self.max_candidates, 1, 1 << 30, "use e.g. 64")
-        _check_pos_int("max_bucket_size", self.max_bucket_size, 2, 1 << 40, "use e.g. 10000")
-        if self.prefilter_miss is not None:
-            pm = self.prefilter_miss
-            if isinstance(pm, bool) or not isinstance(pm, int | float) or not 0 < pm < 1e-3:
-                raise InvalidConfig(
-                    "prefilter_miss", pm, "must be in (0, 1e-3) or None", "use e.g. 1e-12"
-                )
-        if self.hamming_radius is not None:
-            if self.metric != "cosine":
-                raise InvalidConfig(
-                    "hamming_radius", self.hamming_radius, "is for cosine signatures", "drop it"
-                )
-            _check_pos_int(
-                "hamming_radius", self.hamming_radius, 0, self.bits // 2, "use e.g. bits // 8"
-            )
-            if self.bands is not None or self.rows is not None:
-                raise InvalidConfig(
-                    "bands",
-                    self.bands,
-                    "bands/rows and hamming_radius exclude each other",
-                    "set one of them",
-                )
-            return
-        if (self.bands is None) != (self.rows is None):
-            raise InvalidConfig(
-                "bands/rows",
-                (self.bands, self.rows),
-                "give both or neither",
-                "e.g. bands=40, rows=16, or leave both unset for the default layout",
-            )
-        if self.bands is not None and self.rows is not None:
-            _check_pos_int("bands", self.bands, 1, 4096, "use e.g. 40")
-            _check_pos_int("rows", self.rows, 1, 64, "use e.g. 16 (at most 64 hashes per band)")
-            if self.bands * self.rows > _MAX_BITS:
-                raise InvalidConfig(
-                    "bands", self.bands, f"bands*rows exceeds {_MAX_BITS}", "use fewer bands"
-                )
-
-    # -- resolved parameters ---------------------------------------------------------
-
-    @property
-    def far_point(self) -> float:
-        if self.far is not None:
-            return float(self.far)
-        if self.metric == "cosine":
-            return 0.0
-        if self.metric == "weighted_jaccard":
-            return 0.5 * float(self.threshold)
-        return 2.0 * float(self.threshold)
-
-    def _width_for(self, planned: int) -> float | None:
-        if self.metric in SIMILARITIES:
-            return None
-        if self.width is not None:
-            return float(self.width)
-        return pick_width(
-            float(self.threshold),
-            p=2 if self.metric == "l2" else 1,
-            far_factor=self.far_point / float(self.threshold),
-            n=planned,
-            recall=self.recall_target,
-            far_budget=self.far_budget,
-        )
-
-    def resolve(self, n: int | None = None) -> VectorConfig:
-        """This config with the layout, width and planned size fixed (``n`` = batch size
-        when ``planned_items`` is unset).  The fingerprint of the result is what a
-        signature set, index or decision records."""
-        if self.is_resolved:
-            return self
-        planned = self.planned_items or n or _DEFAULT_PLANNED
-        width = self._width_for(planned)
-        bands, rows, bits = self.bands, self.rows, self.bits
-        if self.hamming_radius is None and (bands is None or rows is None):
-            lay = vector_layout(
-                self.metric,
-                float(self.threshold),
-                far=self.far_point,
-                n=planned,
-                recall=self.recall_target,
-                far_budget=self.far_budget,
-                width=width,
-                strict=False,
-            )
-            bands, rows = lay.bands, lay.rows
-        if self.metric == "cosine" and bands is not None and rows is not None:
-            bits = 64 * -(-(bands * rows) // 64)
-        return VectorConfig(
-            metric=self.metric,
-            threshold=self.threshold,
-            bands=bands,
-            rows=rows,
-            far=self.far_point,
-            far_budget=self.far_budget,
-            planned_items=planned,
-            width=width,
-            hamming_radius=self.hamming_radius,
-            bits=bits,
-            recall_target=self.recall_target,
-            seed=self.seed,
-            max_candidates=self.max_candidates,
-            max_bucket_size=self.max_bucket_size,
-            prefilter_miss=self.prefilter_miss,
-        )
-
-    @property
-    def is_resolved(self) -> bool:
-        return (
-            self.planned_items is not None
-            and self.far is not None
-            and (self.hamming_radius is not None or self.bands is not None)
-            and (self.metric in SIMILARITIES or self.width is not None)
-        )
-
-    @property
-    def scheme(self) -> str:
-        if self.metric == "cosine":
-            return "hyperplane-v1"
-        if self.metric == "weighted_jaccard":
-            return "icws-v1"
-        return f"pstable-{self.metric}-v1"
-
-    def predicted_recall(self) -> float:
-        """Candidate probability of a pair exactly at the threshold (resolved layout).
-
-        In ``hamming_radius`` mode this is the probability that a pair at the
-        threshold cosine differs in at most ``hamming_radius`` of ``bits`` bits."""
-        cfg = self if self.is_resolved else self.resolve()
-        if cfg.hamming_radius is not None:
-            q = 1.0 - hyperplane_collision(float(cfg.threshold))
-            return float(
-                sum(
-                    math.comb(cfg.bits, h) * q**h * (1 - q) ** (cfg.bits - h)
-                    for h in range(cfg.hamming_radius + 1)
-                )
-            )
-        p_near, _ = _collisions(cfg.metric, float(cfg.threshold), cfg.far_point, cfg.width)
-        if cfg.bands is None or cfg.rows is None:  # pragma: no cover - resolved above
-            return 0.0
-        keep = 1.0 - (cfg.prefilter_miss or 0.0)
-        return candidate_probability(p_near, cfg.bands, cfg.rows) * keep
-
-    def prefilter(self) -> tuple[int, int]:
-        """(words, max disagreements) of the sketch prefilter, (0, 0) when off.
-
-        Words are 64-bit signature words (cosine: 64 bits each) or codes (p-stable,
-        ICWS: one hash each) at the start of the signature."""
-        cfg = self if self.is_resolved else self.resolve()
-        if cfg.prefilter_miss is None:
-            return 0, 0
-        p_near, _ = _collisions(cfg.metric, float(cfg.threshold), cfg.far_point, cfg.width)
-        if cfg.metric == "cosine":
-            words = min(4, cfg.bits // 64)
-            m = 64 * words
-        else:
-            words = min(64, (cfg.bands or 1) * (cfg.rows or 1))
-            m = words
-        return words, binomial_cutoff(m, 1.0 - p_near, float(cfg.prefilter_miss))
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["scheme"] = self.scheme
-        d["format_version"] = FORMAT_VERSION
-        return d
-
-    @property
-    def fingerprint(self) -> str:
-        """Stable fingerprint of the resolved config (the signature family included)."""
-        cfg = self if self.is_resolved else self.resolve()
-        return fingerprint(cfg.to_dict())
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -649,8 +161,8 @@ class HyperplaneHasher:
     """
 
     def __init__(self, *, dim: int, bits: int = 256, seed: int = 42) -> None:
-        _check_pos_int("dim", dim, 1, 1 << 20, "pass the vectors' dimension")
-        _check_pos_int("bits", bits, 64, _MAX_BITS, "use a multiple of 64, e.g. 256")
+        check_pos_int("dim", dim, 1, 1 << 20, "pass the vectors' dimension")
+        check_pos_int("bits", bits, 64, MAX_BITS, "use a multiple of 64, e.g. 256")
         if bits % 64:
             raise InvalidConfig("bits", bits, "must be a multiple of 64", "use e.g. 256")
         self.dim = dim
@@ -722,8 +234,8 @@ class PStableHasher:
     """
 
     def __init__(self, *, dim: int, hashes: int, width: float, p: int = 2, seed: int = 42) -> None:
-        _check_pos_int("dim", dim, 1, 1 << 20, "pass the vectors' dimension")
-        _check_pos_int("hashes", hashes, 1, _MAX_BITS, "use bands * rows")
+        check_pos_int("dim", dim, 1, 1 << 20, "pass the vectors' dimension")
+        check_pos_int("hashes", hashes, 1, MAX_BITS, "use bands * rows")
         if p not in (1, 2):
             raise InvalidConfig("p", p, "only l1 and l2", "use p=1 or p=2")
         if not width > 0:
@@ -764,8 +276,8 @@ class ICWSHasher:
     """
 
     def __init__(self, *, hashes: int, seed: int = 42) -> None:
-        _check_pos_int("hashes", hashes, 1, _MAX_BITS, "use bands * rows")
-        _check_pos_int("seed", seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
+        check_pos_int("hashes", hashes, 1, MAX_BITS, "use bands * rows")
+        check_pos_int("seed", seed, 0, (1 << 64) - 1, "use an integer in [0, 2**64)")
         self.hashes = hashes
         self.seed = seed
         self.fingerprint = fingerprint({"scheme": "icws-v1", "hashes": hashes, "seed": seed})

@@ -41,15 +41,13 @@ from neardup.kernels import _vkernels as V
 from neardup.text.hashing import HashKey
 from neardup.vectors.hamming import BitBands, bucket_mates, code_band_keys, fill_buckets
 from neardup.vectors.sketches import (
-    METRIC_CODES,
-    SIMILARITIES,
     HyperplaneHasher,
     ICWSHasher,
     PStableHasher,
-    VectorConfig,
     VectorSignatures,
-    cosine_from_hamming,
 )
+from neardup.vectors.vconfig import METRIC_CODES, SIMILARITIES, VectorConfig
+from neardup.vectors.vlayout import cosine_from_hamming
 
 __all__ = [
     "SparseBags",
