@@ -87,7 +87,8 @@ from neardup.graph.components import (
     spanning_forest,
     union_find_labels,
 )
-from neardup.kernels import _kernels as K
+from neardup.kernels import _exact as KX
+from neardup.kernels import _signatures as KS
 from neardup.sketch.lsh import candidate_probability
 from neardup.text.hashing import HashKey, SchemeDescriptor
 
@@ -452,7 +453,7 @@ def band_map(job: _Job, lo: int, hi: int, t: pa.Table) -> pa.Table:
     sig = np.asarray(t.column("sig").combine_chunks().flatten()).reshape(-1, k)[keep]
     keys = np.empty((sig.shape[0], hi - lo), dtype=np.uint64)
     _, rows = job.config.layout
-    K.band_keys(np.ascontiguousarray(sig), lo, hi, rows, np.uint64(0), keys)
+    KS.band_keys(np.ascontiguousarray(sig), lo, hi, rows, np.uint64(0), keys)
     nb = hi - lo
     pos = _positions(job, t)[keep]
     band = np.tile(np.arange(lo, hi, dtype=np.int64), pos.size)
@@ -733,7 +734,7 @@ def verify_reduce(job: _Job, t: pa.Table) -> pa.Table:
         indptr = np.concatenate([oa, ob[1:] + oa[-1]]).astype(np.int64)
         ia = np.arange(n, dtype=np.int64)
         if n:
-            K.jaccard_pairs(data, indptr, ia, ia + n, inter, union)
+            KX.jaccard_pairs(data, indptr, ia, ia + n, inter, union)
         with np.errstate(divide="ignore", invalid="ignore"):
             ok = (union > 0) & (inter / np.where(union > 0, union, 1) >= cfg.threshold)
     return pa.table(
