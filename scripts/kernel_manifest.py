@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "src" / "neardup" / "_kernel_manifest.py"
+OUT = ROOT / "src" / "neardup" / "kernels" / "_kernel_manifest.py"
 SAMPLE = ROOT / "data" / "sample.jsonl"
 
 # group -> Python source run in a fresh process (``TMP`` is a scratch folder).

@@ -205,7 +205,7 @@ def _reference_runs(keys: np.ndarray, active: np.ndarray, band: int) -> list[int
 def test_band_runs_match_a_brute_force_grouping(
     n: int, bands: int, pool: str, layout: str, threads: int, seed: int
 ) -> None:
-    from neardup.kernels import _kernels as K
+    from neardup.kernels import _bandjoin as KB
 
     rng = np.random.default_rng(seed)
     if pool == "uniform":
@@ -221,6 +221,6 @@ def test_band_runs_match_a_brute_force_grouping(
     keys = np.asarray(keys, order=layout)  # type: ignore[call-overload]
     active = rng.random(n) < 0.9
     runs = keys.copy(order=layout)
-    counts = K._band_runs(runs, active, threads)
+    counts = KB._band_runs(runs, active, threads)
     for b in range(bands):
         assert runs[: counts[b], b].tolist() == _reference_runs(keys, active, b)

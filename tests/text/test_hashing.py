@@ -18,7 +18,8 @@ from neardup import (
     hash_documents,
     shingles,
 )
-from neardup.kernels import _kernels as K
+from neardup.kernels import _arrays as KA
+from neardup.kernels import _hashes as KH
 from neardup.text.hashing import SchemeDescriptor, hash_shingle
 
 
@@ -77,15 +78,15 @@ def test_siphash_published_vectors() -> None:
     k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
     msg = np.frombuffer(bytes(range(15)), dtype=np.uint8)
     # SipHash paper, appendix A, and the reference vectors' first entry.
-    assert K.siphash24(msg, 0, 15, np.uint64(k0), np.uint64(k1)) == 0xA129CA6149BE45E5
-    assert K.siphash24(msg, 0, 0, np.uint64(k0), np.uint64(k1)) == 0x726FDB47DD0E0E31
+    assert KH.siphash24(msg, 0, 15, np.uint64(k0), np.uint64(k1)) == 0xA129CA6149BE45E5
+    assert KH.siphash24(msg, 0, 0, np.uint64(k0), np.uint64(k1)) == 0x726FDB47DD0E0E31
 
 
 @given(data=st.binary(max_size=80), key=st.binary(min_size=16, max_size=16))
 def test_siphash_kernel_matches_reference(data: bytes, key: bytes) -> None:
     arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
     k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
-    assert int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1))) == _siphash_ref(
+    assert int(KH.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1))) == _siphash_ref(
         key, data
     )
 
@@ -93,7 +94,7 @@ def test_siphash_kernel_matches_reference(data: bytes, key: bytes) -> None:
 @given(data=st.binary(max_size=100), seed=st.integers(0, 2**64 - 1))
 def test_xxh64_kernel_matches_xxhash(data: bytes, seed: int) -> None:
     arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
-    assert int(K.xxh64(arr, 0, len(data), np.uint64(seed))) == xxhash.xxh64_intdigest(data, seed)
+    assert int(KH.xxh64(arr, 0, len(data), np.uint64(seed))) == xxhash.xxh64_intdigest(data, seed)
 
 
 _M = (1 << 64) - 1
@@ -234,7 +235,7 @@ def test_word_ngrams_are_order_sensitive() -> None:
 def test_sort_hashes_sorts_any_input(values: list[int]) -> None:
     src = np.array(values, dtype=np.uint64)
     dst = np.empty_like(src)
-    K.sort_hashes(src, dst)
+    KA.sort_hashes(src, dst)
     assert dst.tolist() == sorted(values)
 
 
@@ -243,19 +244,19 @@ def test_sort_hashes_survives_crafted_skew() -> None:
     # bounded insertion pass gives up and falls back to a full sort.
     src = (np.arange(5000, dtype=np.uint64)[::-1] * np.uint64(7)) & np.uint64(0xFFFFFF)
     dst = np.empty_like(src)
-    K.sort_hashes(src, dst)
+    KA.sort_hashes(src, dst)
     assert np.array_equal(dst, np.sort(src))
 
 
 @given(values=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 7, 2**63]), max_size=300))
 def test_argsort_keys_is_a_stable_argsort(values: list[int]) -> None:
     keys = np.array(values, dtype=np.uint64)
-    assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+    assert KA.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
 
 
 def test_argsort_keys_survives_crafted_skew() -> None:
     keys = (np.arange(4000, dtype=np.uint64)[::-1] * np.uint64(3)) & np.uint64(0xFFFF)
-    assert K.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
+    assert KA.argsort_keys(keys).tolist() == np.argsort(keys, kind="stable").tolist()
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ from neardup.batch.results import DedupResult, Match
 from neardup.core._errors import InvalidConfig, MemoryLimitExceeded
 from neardup.core.config import Config, scratch_bytes
 from neardup.graph.cluster import KEEP_RULES, Edge, build_clusters
-from neardup.kernels import _kernels as K
+from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _unionfind as UF
 from neardup.sketch.lsh import candidate_probability
 from neardup.sketch.minhash import MinHasher, SignatureSet
@@ -326,8 +326,8 @@ def dedup_sets(
         sigs = new_sigs
         if prior is not None:
             sigs = MinHasher(cfg, key=key).from_sets(prior.sets).concat(new_sigs)
-        mode = K.MODE_FOREST if edges == "forest" else K.MODE_ALL_EDGES
-        seen = K.new_seen()
+        mode = KB.MODE_FOREST if edges == "forest" else KB.MODE_ALL_EDGES
+        seen = KB.new_seen()
         # Bands are keyed and joined a few at a time so that key memory stays at
         # 8 bytes per document and band in the round, not for all bands at once.
         per_round = max(1, min(bands, _BAND_ROUND_BYTES // max(8 * n, 1)))
@@ -340,7 +340,7 @@ def dedup_sets(
             tk = time.perf_counter()
             keys = sigs.band_keys(lo=lo, hi=hi, order="F")
             band_s += time.perf_counter() - tk
-            ra, rb, rband, rinter, runion, rmatch, c1, c2, c3, c4 = K.band_join(
+            ra, rb, rband, rinter, runion, rmatch, c1, c2, c3, c4 = KB.band_join(
                 keys,
                 lo,
                 leaders,

@@ -98,7 +98,7 @@ class SequentialWriter:
         """Write ``src[starts[i]:ends[i]]`` for each ``i`` in order, as :meth:`write`
         would one by one, in one compiled call that holds no GIL (copies and
         writes alike)."""
-        from neardup.kernels._kernels import write_spans
+        from neardup.kernels._writes import write_spans
 
         if self._fd < 0:
             raise NeardupIOError(self._path, OSError("write to a closed SequentialWriter"))

@@ -65,7 +65,7 @@ class FieldAppender:
         if self._spelled is None or not rows:
             taken = lines.take(indices)
             return b"".join(self(x, row) + b"\n" for x, row in zip(taken, rows, strict=True))
-        from neardup.kernels._kernels import append_fields
+        from neardup.kernels._writes import append_fields
 
         nf = len(self._names)
         vals, val_offs = _packed([self._value(v) for row in rows for v in row])

@@ -3,11 +3,11 @@ target (see :mod:`neardup.kernels._jit`)."""
 
 from __future__ import annotations
 
-from numba import njit
+from neardup.kernels._cache import kernel
 
 __all__ = ["touch"]
 
 
-@njit(cache=True)
+@kernel
 def touch(x: int) -> int:
     return x + 1

@@ -25,8 +25,9 @@ The property tests check all this against ``json.loads`` on generated lines.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from numba.cpython.unsafe.numbers import trailing_zeros
+
+from neardup.kernels._cache import kernel
 
 __all__ = ["ID_INT", "ID_NONE", "ID_STR", "scan_block"]
 
@@ -37,7 +38,7 @@ ID_STR = 2
 _MAX_DEPTH = 60  # nesting below the record; deeper lines are flagged
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _ws(buf, p, e):
     while p < e:
         c = buf[p]
@@ -48,7 +49,7 @@ def _ws(buf, p, e):
     return p
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _hexval(c):
     if 48 <= c <= 57:
         return c - 48
@@ -66,7 +67,7 @@ _SLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 _SPACES = np.uint64(0x2020202020202020)
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _load8(buf, p):
     v = np.uint64(0)
     for i in range(8):
@@ -74,7 +75,7 @@ def _load8(buf, p):
     return v
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _special8(x):
     """The high bit of each byte of ``x`` that is a quote, a backslash, below 0x20
     or above 0x7F, at least for the lowest such byte (the subtractions' borrows
@@ -84,25 +85,25 @@ def _special8(x):
     return (((q - _LO) & ~q) | ((b - _LO) & ~b) | (x - _SPACES) | x) & _HI
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _plain8(x):
     """No byte of ``x`` is a quote, a backslash, below 0x20 or above 0x7F."""
     return _special8(x) == np.uint64(0)
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _store8(out, w, x):
     for i in range(8):
         out[w + i] = np.uint8((x >> np.uint64(8 * i)) & np.uint64(0xFF))
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _no_backslash8(x):
     b = x ^ _SLASHES
     return (((b - _LO) & ~b) & _HI) == np.uint64(0)
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _ascii_u_escape(buf, p, e):
     """The value of the ``\\uXXXX`` escape at ``buf[p]``, or -1 if it is malformed
     or not ASCII (non-ASCII text takes the Python path)."""
@@ -117,13 +118,13 @@ def _ascii_u_escape(buf, p, e):
     return v if v < 0x80 else -1
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _short_escape(d):
     # The escapes \" \\ \/ \b \f \n \r \t.
     return d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116
 
 
-@njit(cache=True)
+@kernel
 def _string_end(buf, p, e):
     """``buf[p]`` is a quote: the position after the closing quote, or -1 if the
     string is not strict JSON or decodes to anything but ASCII.  Also returns
@@ -158,7 +159,7 @@ def _string_end(buf, p, e):
     return -1, esc
 
 
-@njit(cache=True)
+@kernel
 def _copy_string(buf, p, e, out, w):
     """:func:`_string_end` that also writes the decoded string to ``out[w:]``;
     returns (position after the closing quote or -1, new ``w``).  Decoded text is
@@ -220,7 +221,7 @@ def _copy_string(buf, p, e, out, w):
     return -1, w
 
 
-@njit(cache=True)
+@kernel
 def _number_end(buf, p, e):
     """Position after a strict JSON number starting at ``p``, or -1."""
     if p < e and buf[p] == 45:
@@ -251,7 +252,7 @@ def _number_end(buf, p, e):
     return p
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _literal_end(buf, p, e, word):
     n = word.shape[0]
     if p + n > e:
@@ -262,7 +263,7 @@ def _literal_end(buf, p, e, word):
     return p + n
 
 
-@njit(cache=True)
+@kernel
 def _scalar_end(buf, p, e, lits):
     """End of a string, number or literal at ``p``; -1 if none (or not strict)."""
     c = buf[p]
@@ -280,7 +281,7 @@ def _scalar_end(buf, p, e, lits):
     return -1
 
 
-@njit(cache=True)
+@kernel
 def _after_key(buf, p, e):
     """At an object member's key: the position after its colon, or -1."""
     if p >= e or buf[p] != 34:
@@ -294,7 +295,7 @@ def _after_key(buf, p, e):
     return p + 1
 
 
-@njit(cache=True)
+@kernel
 def _value_end(buf, p, e, lits):
     """Position after the JSON value starting at ``p`` (objects and arrays
     included, iteratively), or -1 if it is not strict JSON."""
@@ -347,7 +348,7 @@ def _value_end(buf, p, e, lits):
             return -1
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _key_is(buf, ks, ke, key):
     n = key.shape[0]
     if n == 0 or ke - ks != n:
@@ -358,7 +359,7 @@ def _key_is(buf, ks, ke, key):
     return True
 
 
-@njit(cache=True)
+@kernel
 def _scan_line(buf, s, e, text_key, id_key, want_id, lits, out, out_span, out_id):
     """Scan one line; True if it is handled here.  The decoded text value is
     written to ``out`` from ``out_span[0]``, which gets its end in ``out_span[1]``;
@@ -444,7 +445,7 @@ def _scan_line(buf, s, e, text_key, id_key, want_id, lits, out, out_span, out_id
     return seen_text and (seen_id or not want_id)
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def scan_block(buf, starts, ends, text_key, id_key, want_id, out=None):
     """Scan the lines ``buf[starts[i]:ends[i]]`` of a JSONL block.
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from neardup.kernels._cache import kernel
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _lower(keys, lo, hi, q):
     while lo < hi:
         mid = (lo + hi) >> 1
@@ -17,7 +18,7 @@ def _lower(keys, lo, hi, q):
     return lo
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def bucket_counts(mkeys, offsets, dkeys, dmask, dn, q, out):
     """out[b] = how many entries (main + delta) band b's bucket ``q[b]`` holds."""
     nb = q.shape[0]
@@ -34,7 +35,7 @@ def bucket_counts(mkeys, offsets, dkeys, dmask, dn, q, out):
                 out[b] += 1
 
 
-@njit(inline="always", cache=True, nogil=True)
+@kernel(inline="always", nogil=True)
 def _keep_live(p, b, alive, out_pos, out_band, n):
     """Append (position ``p``, band ``b``) at ``n`` if ``p`` is alive; the new count."""
     if alive[p]:
@@ -44,7 +45,7 @@ def _keep_live(p, b, alive, out_pos, out_band, n):
     return n
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def query(mkeys, mpos, offsets, dkeys, dmask, dpos, dn, alive, q, max_scan, out_pos, out_band):
     """Append (position, band) of every live bucket mate of ``q``; stop at ``max_scan``.
 
@@ -74,7 +75,7 @@ def query(mkeys, mpos, offsets, dkeys, dmask, dpos, dn, alive, q, max_scan, out_
     return n, scanned, capped
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def merge(
     mkeys, mpos, offsets, dkeys_sorted, dpos_sorted, doffsets, alive, out_keys, out_pos, out_off
 ):
@@ -106,7 +107,7 @@ def merge(
     return w
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def delta_runs(dkeys, dmask, dpos, dn, nb, out_keys, out_pos, out_off):
     """Lay the delta out band by band, sorted by (key, position), leaving out the
     entries whose band was cut by the bucket cap."""

@@ -1,7 +1,7 @@
 """The one union-find of neardup: disjoint sets over ``0..n-1`` in an int64 array.
 
 Every connected-components computation in neardup goes through this module: the
-band joins of the text and vector paths (:mod:`neardup.kernels._kernels`,
+band joins of the text and vector paths (:mod:`neardup.kernels._bandjoin`,
 :mod:`neardup.kernels._vkernels`) skip pairs already connected and join verified ones,
 :func:`neardup.graph.cluster.build_clusters` groups edges into clusters,
 :mod:`neardup.graph.components` labels components and picks spanning forests for the Ray
@@ -21,11 +21,10 @@ Hence every observable result — :func:`find`, the return value of :func:`union
 earlier unions.  Cluster numbering, representatives (``keep="first"``) and the
 edges of ``clusters.jsonl`` rely on this rule.
 
-The kernels are compiled with numba (``cache=True``) and validate nothing: ids must
-lie in ``0..parent.size-1``.  They are called from other kernels as well as from
-Python.  numba's on-disk cache of a kernel in another file that calls these is not
-invalidated when this file changes: after editing it, remove the ``*.nbi``/``*.nbc``
-files of ``_kernels``, ``_vkernels`` and ``components`` under ``__pycache__``.
+The kernels are compiled with numba and validate nothing: ids must lie in
+``0..parent.size-1``.  They are called from other kernels as well as from
+Python; the cache of a kernel that calls them is stamped with this file too
+(:mod:`neardup.kernels._cache`), so an edit here recompiles those callers.
 
 Example:
     >>> uf = UnionFind(6)
@@ -39,7 +38,8 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from numba import njit
+
+from neardup.kernels._cache import kernel
 
 __all__ = [
     "UnionFind",
@@ -55,7 +55,7 @@ __all__ = [
 I64 = npt.NDArray[np.int64]
 
 
-@njit(cache=True)
+@kernel
 def find(parent, x):  # type: ignore[no-untyped-def]
     """Root of ``x`` (the smallest element of its set), halving the path walked."""
     while parent[x] != x:
@@ -64,7 +64,7 @@ def find(parent, x):  # type: ignore[no-untyped-def]
     return x
 
 
-@njit(cache=True)
+@kernel
 def union(parent, a, b):  # type: ignore[no-untyped-def]
     """Join the sets of ``a`` and ``b``; False when they were already one set.
 
@@ -80,14 +80,14 @@ def union(parent, a, b):  # type: ignore[no-untyped-def]
     return True
 
 
-@njit(cache=True)
+@kernel
 def union_edges(parent, a, b):  # type: ignore[no-untyped-def]
     """:func:`union` of ``a[i]`` with ``b[i]`` for every ``i``."""
     for i in range(a.shape[0]):
         union(parent, a[i], b[i])
 
 
-@njit(cache=True)
+@kernel
 def kruskal(parent, a, b, order, kept):  # type: ignore[no-untyped-def]
     """Visit edges ``(a[i], b[i])`` for ``i`` in ``order``: ``kept[i]`` is True iff the
     edge joined two sets (its ends were not yet connected).  With an empty
@@ -97,7 +97,7 @@ def kruskal(parent, a, b, order, kept):  # type: ignore[no-untyped-def]
         kept[i] = union(parent, a[i], b[i])
 
 
-@njit(cache=True)
+@kernel
 def flatten(parent):  # type: ignore[no-untyped-def]
     """Point every element straight at its root, in place: ``parent`` becomes the
     root of every element."""
@@ -105,7 +105,7 @@ def flatten(parent):  # type: ignore[no-untyped-def]
         parent[x] = find(parent, x)
 
 
-@njit(cache=True)
+@kernel
 def component_roots(n, a, b):  # type: ignore[no-untyped-def]
     """Root of each of ``n`` items after joining ``a[i]`` with ``b[i]`` for every
     ``i``: the smallest index of its connected component."""

@@ -1,31 +1,19 @@
 """Compiled kernels for vector signatures, Hamming bands and exact vector scores.
 
-Same conventions as :mod:`neardup.kernels._kernels`: whole batches in flat numpy arrays,
-``uint64`` arithmetic with explicit constants, no validation here.
+Same conventions as the text kernels (:mod:`neardup.kernels._tokens`): whole batches
+in flat numpy arrays, ``uint64`` arithmetic with explicit constants, no validation here.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from neardup.kernels import _unionfind as UF
-from neardup.kernels._kernels import (
-    MODE_ALL_EDGES,
-    MODE_FOREST,
-    P1,
-    P2,
-    P4,
-    U64,
-    argsort_keys,
-    band_start,
-    band_step,
-    fmix64,
-    grow_array,
-    hash_span,
-    ordered,
-    pair_window,
-)
+from neardup.kernels._arrays import argsort_keys, grow_array
+from neardup.kernels._bandjoin import MODE_ALL_EDGES, MODE_FOREST, ordered, pair_window
+from neardup.kernels._cache import kernel
+from neardup.kernels._hashes import P1, P2, P4, U64, band_start, band_step, fmix64, hash_span
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)
@@ -42,7 +30,7 @@ SIG_BITS = 0
 SIG_CODES = 1
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def popcount64(x):
     x = x - ((x >> U64(1)) & _M1)
     x = (x & _M2) + ((x >> U64(2)) & _M2)
@@ -50,7 +38,7 @@ def popcount64(x):
     return np.int64((x * _H01) >> U64(56))
 
 
-@njit(cache=True)
+@kernel
 def hamming_rows(sig, a, b, out):
     w = sig.shape[1]
     for t in range(a.shape[0]):
@@ -60,14 +48,14 @@ def hamming_rows(sig, a, b, out):
         out[t] = h
 
 
-@njit(cache=True)
+@kernel
 def hash_ranges(buf, starts, algo, seed, k0, k1, out):
     """Hash of each byte range ``buf[starts[i]:starts[i + 1]]`` (feature names)."""
     for i in range(out.shape[0]):
         out[i] = hash_span(buf, starts[i], starts[i + 1] - starts[i], algo, seed, k0, k1)
 
 
-@njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def mask_keys(sig, masks, word_lo, word_hi, band_lo, seed, out):
     """Key per (row, band) for bands [band_lo, band_lo + out.shape[1]): a mixed chain
     over the row's signature words under the band's bit mask.  Keys are uniformly
@@ -85,7 +73,7 @@ def mask_keys(sig, masks, word_lo, word_hi, band_lo, seed, out):
             out[d, t] = h
 
 
-@njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def code_keys(codes, band_lo, rows, seed, out):
     """Key per (row, band) for integer hash codes (p-stable): ``rows`` codes a band."""
     n = codes.shape[0]
@@ -101,13 +89,13 @@ def code_keys(codes, band_lo, rows, seed, out):
             out[d, t] = h
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _unit(h):
     # 53 random bits -> (0, 1), never 0 (log of it is taken).
     return (np.float64(h >> U64(11)) + 0.5) * (1.0 / 9007199254740992.0)
 
 
-@njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def sparse_projections(tok, wts, indptr, nproj, seed, out):
     """``out[d, j] = sum_t w_t * g(tok_t, j)`` with g a standard normal drawn from
     (seed, token hash, j) by Box-Muller: the hyperplane of a weighted bag of
@@ -130,7 +118,7 @@ def sparse_projections(tok, wts, indptr, nproj, seed, out):
                     out[d, j + 1] += w * rad * np.sin(ang)
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _dense_score(X, norms, metric, a, b):
     d = X.shape[1]
     s = 0.0
@@ -148,7 +136,7 @@ def _dense_score(X, norms, metric, a, b):
     return s
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _sparse_cosine(tok, wts, indptr, norms, a, b):
     i = indptr[a]
     ie = indptr[a + 1]
@@ -167,7 +155,7 @@ def _sparse_cosine(tok, wts, indptr, norms, a, b):
     return s / (norms[a] * norms[b])
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _sparse_wjaccard(tok, wts, indptr, a, b):
     """Exact weighted Jaccard sum(min) / sum(max) over non-negative weights."""
     i = indptr[a]
@@ -191,13 +179,13 @@ def _sparse_wjaccard(tok, wts, indptr, a, b):
     return num / den if den > 0 else 0.0
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def _u01(h):
     # 53 random bits in (0, 1): never 0, so logarithms are finite.
     return (np.float64(h >> U64(11)) + 0.5) * (1.0 / 9007199254740992.0)
 
 
-@njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def icws_codes(tok, wts, indptr, nhash, seed, out):
     """Improved consistent weighted sampling (Ioffe 2010): for hash k, every feature
     t with weight w > 0 draws r, c ~ Gamma(2, 1) and beta ~ U(0, 1) from (seed, t, k);
@@ -231,7 +219,7 @@ def icws_codes(tok, wts, indptr, nhash, seed, out):
             out[d, k] = code
 
 
-@njit(inline="always", cache=True)
+@kernel(inline="always")
 def score_pair(X, tok, wts, indptr, norms, metric, a, b):
     if metric == METRIC_SPARSE_COSINE:
         return _sparse_cosine(tok, wts, indptr, norms, a, b)
@@ -240,13 +228,13 @@ def score_pair(X, tok, wts, indptr, norms, metric, a, b):
     return _dense_score(X, norms, metric, a, b)
 
 
-@njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def score_pairs(X, tok, wts, indptr, norms, metric, a, b, out):
     for t in prange(a.shape[0]):
         out[t] = score_pair(X, tok, wts, indptr, norms, metric, a[t], b[t])
 
 
-@njit(cache=True)
+@kernel
 def _agreement(sig, sig_kind, a, b):
     w = sig.shape[1]
     c = 0
@@ -260,7 +248,7 @@ def _agreement(sig, sig_kind, a, b):
     return c  # agreeing codes
 
 
-@njit(parallel=True, cache=True)
+@kernel(parallel=True)
 def sort_bands(keys):
     """Stable order of every band column and the column in that order, (bands, n)
     each (parallel over bands): the join then reads buckets sequentially."""
@@ -275,7 +263,7 @@ def sort_bands(keys):
     return orders, skeys
 
 
-@njit(cache=True)
+@kernel
 def vector_band_join(
     skeys,
     orders,

@@ -47,7 +47,9 @@ from neardup.core.layout import (
 )
 from neardup.core.persist import read_container, write_container
 from neardup.graph.cluster import Cluster, Edge, build_clusters
-from neardup.kernels import _kernels as K
+from neardup.kernels import _arrays as KA
+from neardup.kernels import _bandjoin as KB
+from neardup.kernels import _signatures as KS
 from neardup.kernels._unionfind import UnionFind
 from neardup.sketch.minhash import Signature, SignatureSet
 from neardup.text.hashing import SchemeDescriptor
@@ -74,7 +76,7 @@ def _score_pair(
 ) -> Edge:
     est = float(np.count_nonzero(sa == sb)) / int(sa.shape[0])
     if fa is not None and fb is not None:
-        inter = int(K.intersect_count(fa, 0, fa.shape[0], fb, 0, fb.shape[0]))
+        inter = int(KA.intersect_count(fa, 0, fa.shape[0], fb, 0, fb.shape[0]))
         union = int(fa.shape[0] + fb.shape[0] - inter)
         j = inter / union if union else 0.0
         return Edge(
@@ -119,7 +121,7 @@ def candidate_pairs(signatures: SignatureSet, *, max_candidates: int = 64) -> Ca
     parent = np.arange(n, dtype=np.int64)
     empty_u64 = np.zeros(1, dtype=np.uint64)
     indptr = np.zeros(n + 1, dtype=np.int64)
-    a, b, band, _, _, _, _, _, overflow, _ = K.band_join(
+    a, b, band, _, _, _, _, _, overflow, _ = KB.band_join(
         keys,
         0,
         np.ones(n, dtype=np.bool_),
@@ -128,10 +130,10 @@ def candidate_pairs(signatures: SignatureSet, *, max_candidates: int = 64) -> Ca
         indptr,
         1.0,
         max_candidates,
-        K.MODE_CANDIDATES,
+        KB.MODE_CANDIDATES,
         False,
         parent,
-        K.new_seen(),
+        KB.new_seen(),
     )
     return CandidatePairs(a, b, band, int(overflow))
 
@@ -217,7 +219,7 @@ class LSHIndex:
 
     def _band_keys(self, sig: npt.NDArray[np.uint32]) -> list[int]:
         out = np.empty((1, self.scheme.bands), dtype=np.uint64)
-        K.band_keys(sig[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(0), out)
+        KS.band_keys(sig[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(0), out)
         return [int(v) for v in out[0]]
 
     def _check(self, sig: Signature) -> None:

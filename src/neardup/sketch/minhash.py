@@ -41,7 +41,7 @@ import numpy.typing as npt
 
 from neardup.core._errors import EmptyDocument, InvalidConfig, SchemeMismatch
 from neardup.core.config import Config
-from neardup.kernels import _kernels as K
+from neardup.kernels import _signatures as KS
 from neardup.text.hashing import (
     HashKey,
     SchemeDescriptor,
@@ -120,7 +120,7 @@ class Signature:
         """The 64-bit bucket key of band ``i`` (as the index computes it)."""
         self.band(i)
         out = np.empty((1, self.scheme.bands), dtype=np.uint64)
-        K.band_keys(
+        KS.band_keys(
             self.values[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(seed), out
         )
         return int(out[0, i])
@@ -169,7 +169,7 @@ class SignatureSet:
         if order not in ("C", "F"):
             raise InvalidConfig("order", order, "unknown memory order", "use 'C' or 'F'")
         out = np.empty((len(self), top - lo), dtype=np.uint64, order=order)
-        K.band_keys(self.matrix, lo, top, self.scheme.rows, np.uint64(seed), out)
+        KS.band_keys(self.matrix, lo, top, self.scheme.rows, np.uint64(seed), out)
         return out
 
     def concat(self, other: SignatureSet) -> SignatureSet:
@@ -244,9 +244,9 @@ class MinHasher:
         out = np.empty((len(sets), self.config.num_perm), dtype=np.uint32)
         if len(sets):
             if self.config.signature == "minhash":
-                K.minhash_kperm(sets.data, sets.indptr, self._a, self._b, out)
+                KS.minhash_kperm(sets.data, sets.indptr, self._a, self._b, out)
             else:
-                K.minhash_oph(sets.data, sets.indptr, self.config.num_perm, self._oph_seed, out)
+                KS.minhash_oph(sets.data, sets.indptr, self.config.num_perm, self._oph_seed, out)
         return SignatureSet(out, self.scheme)
 
     def signatures(self, texts: Sequence[str]) -> SignatureSet:
@@ -274,9 +274,9 @@ class MinHasher:
         indptr = np.array([0, arr.size], dtype=np.int64)
         out = np.empty((1, self.config.num_perm), dtype=np.uint32)
         if self.config.signature == "minhash":
-            K.minhash_kperm(arr, indptr, self._a, self._b, out)
+            KS.minhash_kperm(arr, indptr, self._a, self._b, out)
         else:
-            K.minhash_oph(arr, indptr, self.config.num_perm, self._oph_seed, out)
+            KS.minhash_oph(arr, indptr, self.config.num_perm, self._oph_seed, out)
         return Signature(out[0], self.scheme)
 
     def require_compatible(self, sig: Signature) -> None:

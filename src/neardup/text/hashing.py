@@ -13,7 +13,7 @@ Shingle hashes: a ``byte`` k-gram hashes its k bytes of normalized UTF-8 text an
 a ``char`` n-gram the UTF-8 of its n code points, so for them the hash equals
 ``xxhash.xxh64_intdigest(shingle.encode(), seed)``.  A ``word`` n-gram hashes each
 token once and chains the n token hashes through a bijective 64-bit mix
-(``_kernels.combine_tokens``), which costs O(n) per shingle instead of O(bytes).
+(``kernels._hashes.combine_tokens``), which costs O(n) per shingle instead of O(bytes).
 The tests check both definitions against independent Python references.
 
 The batch path (:func:`hash_documents`) concatenates the UTF-8 of every document
@@ -45,7 +45,9 @@ from numba import get_num_threads
 from neardup.core._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
 from neardup.core.config import Config, ShingleSpec
-from neardup.kernels import _kernels as K
+from neardup.kernels import _arrays as KA
+from neardup.kernels import _hashes as KH
+from neardup.kernels import _tokens as KT
 from neardup.text.normalize import (
     EncodedTexts,
     Normalizer,
@@ -64,7 +66,7 @@ __all__ = [
 ]
 
 _WORD = re.compile(r"\w+")
-_KIND_CODE = {"byte": K.KIND_BYTE, "char": K.KIND_CHAR, "word": K.KIND_WORD}
+_KIND_CODE = {"byte": KT.KIND_BYTE, "char": KT.KIND_CHAR, "word": KT.KIND_WORD}
 
 
 @functools.cache
@@ -294,7 +296,7 @@ class ShingleSets:
 
     def intersection_union(self, i: int, j: int) -> tuple[int, int]:
         a, b = self.get(i), self.get(j)
-        inter = int(K.intersect_count(a, 0, a.shape[0], b, 0, b.shape[0]))
+        inter = int(KA.intersect_count(a, 0, a.shape[0], b, 0, b.shape[0]))
         return inter, int(a.shape[0] + b.shape[0] - inter)
 
     def jaccard(self, i: int, j: int) -> float:
@@ -308,7 +310,7 @@ class ShingleSets:
         indptr = np.zeros(idx.shape[0] + 1, dtype=np.int64)
         np.cumsum(sizes, out=indptr[1:])
         data = (
-            K.compact_csr(self.data, self.indptr[idx], sizes, indptr)
+            KT.compact_csr(self.data, self.indptr[idx], sizes, indptr)
             if idx.size
             else np.empty(0, np.uint64)
         )
@@ -387,9 +389,9 @@ def _concat_parallel(arrays: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np
 def _algo_params(config: Config, key: HashKey | None) -> tuple[int, int, int, int]:
     _check_key(config, key)
     if key is None:
-        return K.ALGO_XXH64, config.seed, 0, 0
+        return KH.ALGO_XXH64, config.seed, 0, 0
     k0, k1 = key.halves()
-    return K.ALGO_SIPHASH24, 0, k0, k1
+    return KH.ALGO_SIPHASH24, 0, k0, k1
 
 
 def hash_documents(
@@ -478,7 +480,7 @@ def hash_kernel(
         if not scratch or scratch[0].shape[0] < need:
             scratch[:] = [np.empty(max(need, 1), dtype=np.uint64)]
         out = scratch[0]
-    padded, counts, raw_counts, trunc, content, lengths, too_large = K.hash_shingles(
+    padded, counts, raw_counts, trunc, content, lengths, too_large = KT.hash_shingles(
         raw.buf,
         raw.offsets,
         lower,
@@ -499,9 +501,9 @@ def hash_kernel(
     np.cumsum(counts, out=indptr[1:])
     data = None if place is None else place(int(indptr[n]))
     if data is None:
-        data = K.compact_csr(padded, bound_off, counts, indptr)
+        data = KT.compact_csr(padded, bound_off, counts, indptr)
     else:
-        K.compact_csr_into(padded, bound_off, counts, indptr, data)
+        KT.compact_csr_into(padded, bound_off, counts, indptr, data)
     return ShingleSets(data, indptr, raw_counts, trunc, content, lengths, scheme), too_large
 
 
@@ -596,9 +598,9 @@ def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold")
 
 def _hash_bytes(data: bytes, algo: int, seed: int, k0: int, k1: int) -> int:
     arr = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(1, np.uint8)
-    if algo == K.ALGO_SIPHASH24:
-        return int(K.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1)))
-    return int(K.xxh64(arr, 0, len(data), np.uint64(seed)))
+    if algo == KH.ALGO_SIPHASH24:
+        return int(KH.siphash24(arr, 0, len(data), np.uint64(k0), np.uint64(k1)))
+    return int(KH.xxh64(arr, 0, len(data), np.uint64(seed)))
 
 
 def hash_shingle(shingle: str | bytes, config: Config, *, key: HashKey | None = None) -> int:
@@ -611,4 +613,4 @@ def hash_shingle(shingle: str | bytes, config: Config, *, key: HashKey | None = 
     text = shingle.decode("utf-8", "surrogatepass") if isinstance(shingle, bytes) else shingle
     toks = text.split(" ")
     th = np.array([_hash_bytes(encode_text(t), algo, seed, k0, k1) for t in toks], dtype=np.uint64)
-    return int(K.combine_tokens(th, 0, len(toks)))
+    return int(KH.combine_tokens(th, 0, len(toks)))

@@ -306,12 +306,12 @@ def normalize_batch(texts: Sequence[str], normalizer: Normalizer) -> EncodedText
         >>> enc.get(0), enc.get(1)
         (b'a b c', b'fox')
     """
-    from neardup.kernels import _kernels as K
+    from neardup.kernels import _tokens as KT
 
     raw, lower = unicode_stage(texts, normalizer)
     if not (normalizer.ascii_lower or normalizer.collapse_whitespace):
         return raw
-    buf, offsets = K.normalize_bytes(raw.buf, raw.offsets, lower, normalizer.collapse_whitespace)
+    buf, offsets = KT.normalize_bytes(raw.buf, raw.offsets, lower, normalizer.collapse_whitespace)
     return EncodedTexts(buf, offsets)
 
 

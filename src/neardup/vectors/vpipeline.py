@@ -35,7 +35,8 @@ import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector
 from neardup.graph.cluster import Component, group_clusters
-from neardup.kernels import _kernels as K
+from neardup.kernels import _bandjoin as KB
+from neardup.kernels import _hashes as KH
 from neardup.kernels import _unionfind as UF
 from neardup.kernels import _vkernels as V
 from neardup.text.hashing import HashKey
@@ -114,10 +115,10 @@ def weighted_bags(
     if key is not None:
         k0, k1 = key.halves()
         V.hash_ranges(
-            buf, starts, K.ALGO_SIPHASH24, np.uint64(0), np.uint64(k0), np.uint64(k1), toks
+            buf, starts, KH.ALGO_SIPHASH24, np.uint64(0), np.uint64(k0), np.uint64(k1), toks
         )
     else:
-        V.hash_ranges(buf, starts, K.ALGO_XXH64, np.uint64(seed), np.uint64(0), np.uint64(0), toks)
+        V.hash_ranges(buf, starts, KH.ALGO_XXH64, np.uint64(seed), np.uint64(0), np.uint64(0), toks)
     indptr = np.zeros(len(bags) + 1, dtype=np.int64)
     np.cumsum(sizes, out=indptr[1:])
     doc = np.repeat(np.arange(len(bags), dtype=np.int64), sizes)
@@ -312,7 +313,7 @@ def find_vector_duplicates(
     wts = bags.weights if bags is not None else np.zeros(1, dtype=np.float64)
     iptr = bags.indptr if bags is not None else np.zeros(2, dtype=np.int64)
     sig_kind = V.SIG_BITS if sigs.kind == "bits" else V.SIG_CODES
-    mode = K.MODE_ALL_EDGES if all_edges else K.MODE_FOREST
+    mode = KB.MODE_ALL_EDGES if all_edges else KB.MODE_FOREST
     seed = _band_seed(cfg)
     fwords, fmax = cfg.prefilter()
     filtered = 0

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from neardup.kernels import _kernels as K
+from neardup.kernels import _arrays as KA
+from neardup.kernels import _exact as KX
 from neardup.text.hashing import ShingleSets
 
 __all__ = ["PairScores", "jaccard", "verify_pairs"]
@@ -31,7 +32,7 @@ def jaccard(
     """Exact Jaccard of two collections of hashes (duplicates ignored; 0.0 if both empty)."""
     x = np.unique(np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=np.uint64))
     y = np.unique(np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=np.uint64))
-    inter = int(K.intersect_count(x, 0, x.shape[0], y, 0, y.shape[0]))
+    inter = int(KA.intersect_count(x, 0, x.shape[0], y, 0, y.shape[0]))
     union = x.shape[0] + y.shape[0] - inter
     return inter / union if union else 0.0
 
@@ -65,5 +66,5 @@ def verify_pairs(sets: ShingleSets, a: npt.ArrayLike, b: npt.ArrayLike) -> PairS
     inter = np.empty(aa.shape[0], dtype=np.int64)
     union = np.empty(aa.shape[0], dtype=np.int64)
     if aa.size:
-        K.jaccard_pairs(sets.data, sets.indptr, aa, bb, inter, union)
+        KX.jaccard_pairs(sets.data, sets.indptr, aa, bb, inter, union)
     return PairScores(aa, bb, inter, union)

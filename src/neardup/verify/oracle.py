@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.core._errors import InvalidConfig
-from neardup.kernels import _kernels as K
+from neardup.kernels import _exact as KX
 from neardup.text.hashing import ShingleSets
 from neardup.verify.exact import PairScores
 
@@ -50,7 +50,7 @@ def brute_force_pairs(sets: ShingleSets, threshold: float) -> PairScores:
     n = len(sets)
     counts = np.zeros(n, dtype=np.int64)
     if n:
-        K.brute_force_counts(sets.data, sets.indptr, t, counts)
+        KX.brute_force_counts(sets.data, sets.indptr, t, counts)
     offs = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offs[1:])
     total = int(offs[-1])
@@ -58,7 +58,7 @@ def brute_force_pairs(sets: ShingleSets, threshold: float) -> PairScores:
     inter = np.empty(total, dtype=np.int64)
     union = np.empty(total, dtype=np.int64)
     if n:
-        K.brute_force_fill(sets.data, sets.indptr, t, offs, b, inter, union)
+        KX.brute_force_fill(sets.data, sets.indptr, t, offs, b, inter, union)
     a = np.repeat(np.arange(n, dtype=np.int64), counts)
     return PairScores(a, b, inter, union)
 
@@ -73,9 +73,9 @@ def allpairs_join(sets: ShingleSets, threshold: float) -> PairScores:
     # Tokens ranked rare-first (ties by value), then each set sorted by rank: the
     # same arrays np.unique + two np.lexsorts gave, in linear passes instead of
     # three sorts.
-    tokens = K.rank_tokens(sets.data)
-    K.sort_segments(tokens, sets.indptr)
+    tokens = KX.rank_tokens(sets.data)
+    KX.sort_segments(tokens, sets.indptr)
     sizes = sets.sizes()
     order = np.lexsort((np.arange(n), sizes)).astype(np.int64)
-    a, b, inter, union, _ = K.allpairs_join(tokens, sets.indptr, order, t, _EPS)
+    a, b, inter, union, _ = KX.allpairs_join(tokens, sets.indptr, order, t, _EPS)
     return _sorted_pairs(PairScores(a, b, inter, union))

@@ -9,7 +9,7 @@ from neardup.engines.ray.candidates import bucket_pairs
 
 def test_bucket_pairs_match_the_local_band_join() -> None:
     """Candidates of the per-bucket reduce are the local kernel's candidates."""
-    from neardup.kernels import _kernels as K
+    from neardup.kernels import _bandjoin as KB
 
     rng = np.random.default_rng(3)
     n, nb, cap = 300, 4, 3
@@ -19,7 +19,7 @@ def test_bucket_pairs_match_the_local_band_join() -> None:
     data = np.zeros(0, dtype=np.uint64)
     indptr = np.zeros(n + 1, dtype=np.int64)
     parent = np.arange(n, dtype=np.int64)
-    ra, rb, rband, *_, c1, _c2, c3, _c4 = K.band_join(
+    ra, rb, rband, *_, c1, _c2, c3, _c4 = KB.band_join(
         keys.copy(),  # band_join consumes its keys
         0,
         active,
@@ -28,10 +28,10 @@ def test_bucket_pairs_match_the_local_band_join() -> None:
         indptr,
         0.5,
         cap,
-        K.MODE_CANDIDATES,
+        KB.MODE_CANDIDATES,
         False,
         parent,
-        K.new_seen(),
+        KB.new_seen(),
     )
     want = {(int(a), int(b)): int(bd) for a, b, bd in zip(ra, rb, rband, strict=True)}
     idx = np.flatnonzero(active)

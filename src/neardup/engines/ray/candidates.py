@@ -31,7 +31,7 @@ from neardup.engines.ray.common import (
     positions,
 )
 from neardup.engines.ray.runner import Run, pq_rows
-from neardup.kernels import _kernels as K
+from neardup.kernels import _signatures as KS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,7 +87,7 @@ def band_map(job: Job, lo: int, hi: int, t: pa.Table) -> pa.Table:
     sig = np.asarray(t.column("sig").combine_chunks().flatten()).reshape(-1, k)[keep]
     keys = np.empty((sig.shape[0], hi - lo), dtype=np.uint64)
     _, rows = job.config.layout
-    K.band_keys(np.ascontiguousarray(sig), lo, hi, rows, np.uint64(0), keys)
+    KS.band_keys(np.ascontiguousarray(sig), lo, hi, rows, np.uint64(0), keys)
     nb = hi - lo
     pos = positions(job, t)[keep]
     band = np.tile(np.arange(lo, hi, dtype=np.int64), pos.size)

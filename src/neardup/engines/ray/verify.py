@@ -27,7 +27,7 @@ from neardup.engines.ray.common import (
     positions,
 )
 from neardup.engines.ray.runner import Run, pq_rows
-from neardup.kernels import _kernels as K
+from neardup.kernels import _exact as KX
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -227,7 +227,7 @@ def verify_reduce(job: Job, t: pa.Table) -> pa.Table:
         indptr = np.concatenate([oa, ob[1:] + oa[-1]]).astype(np.int64)
         ia = np.arange(n, dtype=np.int64)
         if n:
-            K.jaccard_pairs(data, indptr, ia, ia + n, inter, union)
+            KX.jaccard_pairs(data, indptr, ia, ia + n, inter, union)
         with np.errstate(divide="ignore", invalid="ignore"):
             ok = (union > 0) & (inter / np.where(union > 0, union, 1) >= cfg.threshold)
     return pa.table(

@@ -1,0 +1,124 @@
+"""Array helpers shared by the kernels: radix-bucketed sorts of uint64 keys, the
+sorted-set intersection count and a growable output buffer (numba)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neardup.kernels._cache import kernel
+from neardup.kernels._hashes import U64
+
+
+@kernel(inline="always")
+def _bucket_starts(keys):
+    """Start offset of each top-bits bucket (about one key per bucket) and the shift."""
+    m = keys.shape[0]
+    bits = 1
+    while (1 << bits) < m:
+        bits += 1
+    nb = 1 << bits
+    counts = np.zeros(nb + 1, dtype=np.int64)
+    sh = U64(64 - bits)
+    for i in range(m):
+        counts[np.int64(keys[i] >> sh) + 1] += 1
+    for b in range(nb):
+        counts[b + 1] += counts[b]
+    return counts, sh
+
+
+@kernel
+def sort_hashes(src, dst):
+    """Sort uniformly distributed 64-bit hashes of ``src`` into ``dst``.
+
+    A counting pass on the top bits puts each value in its bucket (about one value
+    per bucket), then one insertion pass fixes the order inside buckets: expected
+    O(m), where numba's quicksort is O(m log m) with poor locality.  Inputs
+    that are far from uniform (crafted collisions of an unkeyed hash) exceed the
+    work budget of the insertion pass and fall back to ``np.sort``.
+    """
+    m = src.shape[0]
+    if m < 2:
+        for i in range(m):
+            dst[i] = src[i]
+        return
+    counts, sh = _bucket_starts(src)
+    for i in range(m):
+        bucket = np.int64(src[i] >> sh)
+        dst[counts[bucket]] = src[i]
+        counts[bucket] += 1
+    work = 0
+    for i in range(1, m):
+        x = dst[i]
+        j = i - 1
+        while j >= 0 and dst[j] > x:
+            dst[j + 1] = dst[j]
+            j -= 1
+            work += 1
+        dst[j + 1] = x
+        if work > 8 * m:
+            dst[:] = np.sort(src)
+            return
+
+
+@kernel
+def argsort_keys(keys):
+    """Stable argsort of uniformly distributed 64-bit keys (equal keys keep index order).
+
+    Same idea as :func:`sort_hashes`: indices are scattered into buckets by the top
+    bits of their key in increasing index order, then one insertion pass that moves
+    an entry only past strictly greater keys restores key order and keeps ties in
+    index order.  Skewed keys exceed the work budget and fall back to a mergesort.
+    """
+    m = keys.shape[0]
+    order = np.empty(m, dtype=np.int64)
+    if m < 2:
+        for i in range(m):
+            order[i] = i
+        return order
+    counts, sh = _bucket_starts(keys)
+    for i in range(m):
+        bucket = np.int64(keys[i] >> sh)
+        order[counts[bucket]] = i
+        counts[bucket] += 1
+    work = 0
+    for i in range(1, m):
+        x = order[i]
+        kx = keys[x]
+        j = i - 1
+        while j >= 0 and keys[order[j]] > kx:
+            order[j + 1] = order[j]
+            j -= 1
+            work += 1
+        order[j + 1] = x
+        if work > 8 * m:
+            return np.argsort(keys, kind="mergesort")
+    return order
+
+
+@kernel
+def intersect_count(a, a0, a1, b, b0, b1):
+    i = a0
+    j = b0
+    c = 0
+    while i < a1 and j < b1:
+        x = a[i]
+        y = b[j]
+        if x == y:
+            c += 1
+            i += 1
+            j += 1
+        elif x < y:
+            i += 1
+        else:
+            j += 1
+    return c
+
+
+@kernel
+def grow_array(arr, need):
+    if need <= arr.shape[0]:
+        return arr
+    cap = max(need, 2 * arr.shape[0])
+    out = np.empty(cap, dtype=arr.dtype)
+    out[: arr.shape[0]] = arr
+    return out
