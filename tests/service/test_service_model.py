@@ -56,6 +56,7 @@ texts = st.lists(st.sampled_from(VOCAB), min_size=3, max_size=8).map(" ".join)
 
 
 COUNTS: collections.Counter[str] = collections.Counter()
+FAULT_KINDS = ("graceful", "kill", "rebuild")
 F = TypeVar("F", bound=Callable[..., None])
 
 
@@ -325,12 +326,16 @@ class ServiceModel(RuleBasedStateMachine):
     # -- faults ----------------------------------------------------------------
     # Faults cost a server start each: at most one per six steps, so that the
     # steps between them build state worth recovering.
+    # The kind goes round in turn rather than being drawn: the test requires every
+    # kind to have run, and a run has only about ten faults (nine random draws
+    # miss one of the three kinds in about one run of thirteen).
     @precondition(lambda self: self.steps - self.last_fault >= 6)
-    @rule(kind=st.sampled_from(["graceful", "kill", "rebuild"]))
+    @rule()
     @counted
-    def fault(self, kind: str) -> None:
+    def fault(self) -> None:
         """Restart gracefully, after kill -9, or after kill -9 with every feature
         store deleted (start-up rebuilds them from snapshot + log)."""
+        kind = FAULT_KINDS[(COUNTS["fault"] - 1) % len(FAULT_KINDS)]
         COUNTS[f"fault_{kind}"] += 1
         self.last_fault = self.steps
         before = self._digests()
