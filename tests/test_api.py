@@ -160,6 +160,7 @@ def test_the_root_names_each_public_name_once() -> None:
         "neardup.vectors.hamming",
         "neardup.vectors.vpipeline",
         "neardup.batch.vjob",
+        "neardup.text.scheme",
         "neardup.lineage.families",
         "neardup.lineage.splits",
         "neardup.lineage.audit",

@@ -13,14 +13,13 @@ from neardup import (
     EmptyDocument,
     HashKey,
     InvalidConfig,
-    SchemeMismatch,
     ShingleSpec,
     hash_documents,
     shingles,
 )
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _hashes as KH
-from neardup.text.hashing import SchemeDescriptor, hash_shingle
+from neardup.text.hashing import hash_shingle
 
 
 def _siphash_ref(key: bytes, msg: bytes) -> int:
@@ -193,17 +192,6 @@ def test_keyed_scheme_needs_a_key_and_differs_per_tenant() -> None:
     assert hash_shingle("red fox runs very fast", cfg, key=ka) == int(ha[0])
     with pytest.raises(InvalidConfig):
         HashKey.derive(b"short", "t")
-
-
-def test_scheme_descriptor_records_key_fingerprint_not_key() -> None:
-    key = HashKey.derive(b"k" * 32, "acme")
-    d = SchemeDescriptor.from_config(Config(hash_algorithm="siphash24"), key)
-    assert d.seed is None and d.key_id == "acme/v1" and d.key_fingerprint == key.fingerprint
-    assert key.key.hex() not in str(d.to_dict())
-    assert SchemeDescriptor.from_dict(d.to_dict()) == d
-    plain = SchemeDescriptor.from_config(Config())
-    with pytest.raises(SchemeMismatch):
-        plain.require_same(d)
 
 
 def test_sets_take_and_jaccard() -> None:

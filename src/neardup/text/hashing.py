@@ -31,19 +31,17 @@ Example:
 from __future__ import annotations
 
 import functools
-import hashlib
 import mmap
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 from numba import get_num_threads
 
-from neardup.core._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
-from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
+from neardup.core._errors import DocumentTooLarge, EmptyDocument
 from neardup.core.config import Config, ShingleSpec
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _hashes as KH
@@ -55,6 +53,7 @@ from neardup.text.normalize import (
     get_normalizer,
     unicode_stage,
 )
+from neardup.text.scheme import HashKey, SchemeDescriptor, check_key
 
 __all__ = [
     "HashKey",
@@ -80,183 +79,6 @@ def _word_table() -> npt.NDArray[np.uint8]:
         table[m.start() : m.end()] = 1
     table.flags.writeable = False
     return table
-
-
-@dataclass(frozen=True, slots=True)
-class HashKey:
-    """A 128-bit SipHash key with a public id; ``repr`` never shows the key bytes."""
-
-    key_id: str
-    key: bytes = field(repr=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.key, bytes) or len(self.key) != 16:
-            raise InvalidConfig(
-                "key", "<hidden>", "must be exactly 16 bytes", "use HashKey.derive(master, tenant)"
-            )
-        if not self.key_id:
-            raise InvalidConfig("key_id", self.key_id, "must not be empty", "name the key")
-
-    @classmethod
-    def derive(cls, master_secret: bytes, tenant: str, *, scheme_version: int = 1) -> HashKey:
-        """Derive the key of ``tenant`` for ``scheme_version`` from a master secret.
-
-        Keyed BLAKE2b is the KDF, so tenants' keys are independent and none reveals
-        the master secret.  ``key_id`` is ``"<tenant>/v<scheme_version>"``.
-        """
-        if not isinstance(master_secret, bytes) or len(master_secret) < 16:
-            raise InvalidConfig(
-                "master_secret",
-                "<hidden>",
-                "must be at least 16 random bytes",
-                "generate one with secrets.token_bytes(32) and keep it outside the data directory",
-            )
-        h = hashlib.blake2b(
-            f"{tenant}\x00{scheme_version}".encode(),
-            key=master_secret[:64],
-            digest_size=16,
-            person=b"neardup-shkey-v1",
-        )
-        return cls(f"{tenant}/v{scheme_version}", h.digest())
-
-    @property
-    def fingerprint(self) -> str:
-        """A one-way 16-hex-digit fingerprint of the key, safe to store and log."""
-        return hashlib.blake2b(self.key, digest_size=8, person=b"neardup-keyfp").hexdigest()
-
-    def halves(self) -> tuple[int, int]:
-        return int.from_bytes(self.key[:8], "little"), int.from_bytes(self.key[8:], "little")
-
-    def derived_seed(self, purpose: bytes) -> int:
-        """A 64-bit seed that is a pure function of the key and ``purpose``."""
-        d = hashlib.blake2b(purpose, key=self.key, digest_size=8, person=b"neardup-seed")
-        return int.from_bytes(d.digest(), "little")
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SchemeDescriptor:
-    """What a signature, shingle set or index was computed under.
-
-    Two objects may be compared or merged only if their descriptors are equal
-    (:meth:`require_same`).  The key itself is never recorded: only its id and a
-    one-way fingerprint.
-    """
-
-    normalizer: str
-    shingle: str
-    max_shingles: int
-    hash_algorithm: str
-    seed: int | None
-    key_id: str | None
-    key_fingerprint: str | None
-    signature: str
-    permutation_family: str
-    num_perm: int
-    bands: int
-    rows: int
-    format_version: int = FORMAT_VERSION
-
-    @classmethod
-    def from_config(cls, config: Config, key: HashKey | None = None) -> SchemeDescriptor:
-        _check_key(config, key)
-        bands, rows = config.layout
-        family = (
-            "multiply-add-shift-64>>32/splitmix64"
-            if config.signature == "minhash"
-            else "oph-fmix64-fastrange/optimal-densification"
-        )
-        return cls(
-            normalizer=get_normalizer(config.normalizer).fingerprint,
-            shingle=str(config.shingle),
-            max_shingles=config.shingle.max_shingles,
-            hash_algorithm=config.hash_algorithm,
-            seed=None if key is not None else config.seed,
-            key_id=key.key_id if key is not None else None,
-            key_fingerprint=key.fingerprint if key is not None else None,
-            signature=config.signature,
-            permutation_family=family,
-            num_perm=config.num_perm,
-            bands=bands,
-            rows=rows,
-        )
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "normalizer": self.normalizer,
-            "shingle": self.shingle,
-            "max_shingles": self.max_shingles,
-            "hash_algorithm": self.hash_algorithm,
-            "seed": self.seed,
-            "key_id": self.key_id,
-            "key_fingerprint": self.key_fingerprint,
-            "signature": self.signature,
-            "permutation_family": self.permutation_family,
-            "num_perm": self.num_perm,
-            "bands": self.bands,
-            "rows": self.rows,
-            "format_version": self.format_version,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, object]) -> SchemeDescriptor:
-        try:
-            return cls(**d)  # type: ignore[arg-type]
-        except TypeError as exc:
-            raise InvalidConfig(
-                "scheme", d, f"not a scheme descriptor ({exc})", "rebuild it"
-            ) from exc
-
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.to_dict())
-
-    @property
-    def set_fingerprint(self) -> str:
-        """Fingerprint of the part that determines shingle-hash sets."""
-        d = self.to_dict()
-        keep = (
-            "normalizer",
-            "shingle",
-            "max_shingles",
-            "hash_algorithm",
-            "seed",
-            "key_id",
-            "key_fingerprint",
-            "format_version",
-        )
-        return fingerprint({k: d[k] for k in keep})
-
-    def require_same(self, other: SchemeDescriptor, what: str = "signatures") -> None:
-        if self != other:
-            mine, theirs = self.to_dict(), other.to_dict()
-            differ = "; ".join(
-                f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs.get(k)
-            )
-            raise SchemeMismatch(self.fingerprint, other.fingerprint, what, differ)
-
-    def require_same_sets(self, other: SchemeDescriptor) -> None:
-        # Equal descriptors have equal set fingerprints; skip hashing on the hot path.
-        if self is other or self == other:
-            return
-        if self.set_fingerprint != other.set_fingerprint:
-            raise SchemeMismatch(self.set_fingerprint, other.set_fingerprint, "shingle sets")
-
-
-def _check_key(config: Config, key: HashKey | None) -> None:
-    if config.hash_algorithm == "siphash24" and key is None:
-        raise InvalidConfig(
-            "key",
-            None,
-            "hash_algorithm='siphash24' is keyed and needs a HashKey",
-            "pass key=HashKey.derive(master_secret, tenant)",
-        )
-    if config.hash_algorithm == "xxh64" and key is not None:
-        raise InvalidConfig(
-            "hash_algorithm",
-            "xxh64",
-            "a key was given but xxh64 is not a keyed PRF",
-            "use Config(hash_algorithm='siphash24') with a key",
-        )
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -387,7 +209,7 @@ def _concat_parallel(arrays: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np
 
 
 def _algo_params(config: Config, key: HashKey | None) -> tuple[int, int, int, int]:
-    _check_key(config, key)
+    check_key(config, key)
     if key is None:
         return KH.ALGO_XXH64, config.seed, 0, 0
     k0, k1 = key.halves()
