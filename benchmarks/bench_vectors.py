@@ -18,7 +18,14 @@ Methods, same vectors, same run, threshold t (default 0.9), each timed end to en
   bits), then the exact cosine of every returned pair, kept when >= t.  With
   ``--faiss-queries Q`` < n only Q queries are searched and the search time is
   scaled by n / Q (the scan costs the same for every query; marked
-  ``extrapolated``).
+  ``extrapolated``);
+* ``faiss_multihash``: ``faiss.IndexBinaryMultiHash`` forced onto neardup's layout;
+* ``faiss_ivf``: FAISS's own setting for threshold dedup, ``IndexIVFFlat`` with
+  inner product on L2-normalized vectors (nlist = 4·sqrt(n), k-means on a sample),
+  ``range_search`` at radius t of the recall sample plus random others
+  (``--ivf-queries``, default 50,000; search and verify times scaled to all n, marked
+  ``extrapolated``), exact cosine of the returned pairs; ``nprobe`` is the smallest of a sweep whose
+  recall on the sample reaches neardup's target 0.995 (the largest when none does).
 
 Recall is measured against exact brute-force cosine search (``faiss.IndexFlatIP``
 range search over normalized vectors) for a sample of query vectors: a truth pair

@@ -329,6 +329,10 @@ def vectors_table(d: dict[str, Any]) -> str:
         if key == "faiss_multihash":
             lay_s = (f"IndexBinaryMultiHash {f['tables']} × {f['bits_per_table']} bits, radius "
                      f"{f['hamming_radius']}")
+        elif key == "faiss_ivf":
+            lay_s = (f"IndexIVFFlat inner product, nlist {f['nlist']:,}, nprobe {f['nprobe']} "
+                     f"(smallest reaching recall {f['recall_target']} on the sample), "
+                     f"range search of {f['queries_searched']:,} queries")
         else:
             lay_s = f"IndexLSH {f['bits']} bits, k = {f['k']}"
         ext = " (extrapolated)" if f.get("extrapolated") else ""
@@ -337,7 +341,21 @@ def vectors_table(d: dict[str, Any]) -> str:
             f"{f['seconds'] / nd['seconds']:.1f}× | {f['recall_on_sample']:.4f} (direct) | "
             f"{stages(f['timings_s'])} |"
         )
-    tail = (
+    ivf = d.get("faiss_ivf")
+    ivf_s = ""
+    if ivf:
+        same = ivf.get("recall_same_cluster")
+        ivf_s = (
+            "\n`faiss_ivf` nprobe sweep on the recall sample: "
+            + "; ".join(f"nprobe {x['nprobe']}: recall {x['recall_on_sample']:.4f} "
+                        f"({x['search_s_on_sample']:.2f} s)" for x in ivf["nprobe_sweep"])
+            + f"; chosen nprobe {ivf['nprobe']}; "
+            + (f"recall counted same-cluster {same:.4f}; " if same is not None else "")
+            + f"trained on {ivf['trained_on']:,} vectors; "
+            f"{ivf['verified_pairs']:,} verified pairs among "
+            f"{ivf['queries_searched']:,} queries searched.\n"
+        )
+    tail = ivf_s + (
         f"\nneardup: {nd['candidate_checks']:,} candidate checks, {nd['prefiltered']:,} "
         f"dropped by the sketch prefilter, {nd['exact_scores']:,} exact cosines, "
         f"{nd['duplicates']:,} duplicates in {nd['clusters']:,} clusters; predicted recall "
