@@ -44,6 +44,7 @@ from neardup.batch.outputs import (
     check_writable,
     finish_output,
     prepare_output,
+    staged_output,
     write_clusters,
     writing,
 )
@@ -215,8 +216,7 @@ def run_dedup(
     protect = [*inputs, *([against] if against else [])]
     if save_index and not dry_run:
         check_writable(save_index)
-    tmp = None if dry_run else prepare_output(output, overwrite, protect)
-    try:
+    with staged_output(None if dry_run else output, overwrite, protect) as tmp:
         t0 = time.perf_counter()
         plan = in_memory_plan(inputs, cfg)
         if spill or plan > cfg.memory_limit:
@@ -316,13 +316,9 @@ def run_dedup(
             result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         finish_output(tmp, output, stats, t_start)
-        tmp = None
         if on_finished is not None:
             on_finished(stats)
         return stats
-    finally:
-        if tmp is not None:
-            release(tmp)
 
 
 def _refuse_out_of_core(inputs: Sequence[str], plan: int, limit: int, spill: bool) -> None:

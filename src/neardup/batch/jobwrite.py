@@ -65,13 +65,14 @@ def write_report(
 
 
 def report_positions(touching: Sequence[Cluster]) -> set[int]:
-    """Documents whose text the report shows (the same choice render_report makes)."""
+    """Documents whose text the report shows (the choice render_report makes)."""
+    from neardup.batch.report import SHINGLE_EDGES, largest_clusters, near_edges, shown_edges
+
     want: set[int] = set()
-    for c in sorted(touching, key=lambda c: (-len(c), c.id))[:8]:
-        for e in [x for x in c.edges if x.method != "identical"][:3]:
+    for c in largest_clusters(touching):
+        for e in shown_edges(c):
             want.update((e.a, e.b))
-    near = [e for c in touching for e in c.edges if e.method != "identical"]
-    for e in near[:300]:
+    for e in near_edges(touching)[:SHINGLE_EDGES]:
         want.update((e.a, e.b))
     return want
 

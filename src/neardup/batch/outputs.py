@@ -44,6 +44,7 @@ __all__ = [
     "commit_output",
     "finish_output",
     "prepare_output",
+    "staged_output",
     "write_clusters",
     "write_json",
     "writing",
@@ -160,6 +161,24 @@ def prepare_output(output: str, overwrite: bool, protect: Sequence[str] = ()) ->
         return tmp
     except OSError as exc:
         raise NeardupIOError(parent, exc) from exc
+
+
+@contextlib.contextmanager
+def staged_output(
+    output: str | None, overwrite: bool, protect: Sequence[str] = ()
+) -> Iterator[str | None]:
+    """The temporary folder :func:`prepare_output` makes for ``output`` (None when
+    ``output`` is None: a run that writes nothing), removed when the block ends.
+
+    The block puts the folder in place with :func:`commit_output` (or
+    :func:`finish_output`); a committed folder has moved, so what is removed is
+    only an unfinished one, left by an error or an interruption."""
+    tmp = None if output is None else prepare_output(output, overwrite, protect)
+    try:
+        yield tmp
+    finally:
+        if tmp is not None:
+            release(tmp)
 
 
 def commit_output(tmp: str, output: str) -> None:

@@ -14,21 +14,31 @@ import struct
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from neardup.batch.pipeline import DedupResult
 from neardup.core.config import Config
-from neardup.graph.cluster import Cluster
+from neardup.graph.cluster import Cluster, Component, Edge
 from neardup.sketch.lsh import candidate_probability
 from neardup.verify.explain import shared_shingles, shared_spans
 
 __all__ = [
     "cluster_heading",
+    "largest_clusters",
+    "near_edges",
     "page_top",
     "render_report",
     "render_vector_report",
+    "shown_edges",
     "write_scurve_png",
 ]
+
+SHOWN_CLUSTERS = 8
+"""Clusters a report shows (the largest)."""
+SHOWN_EDGES = 3
+"""Edges shown under each of them."""
+SHINGLE_EDGES = 300
+"""Near-duplicate edges whose shared shingles a text report counts."""
 
 PAGE_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -186,6 +196,28 @@ def highlight_spans(text: str, spans: list[tuple[int, int]], limit: int = _SHOWN
     return "".join(out)
 
 
+_K = TypeVar("_K", bound=Component[Any])
+
+
+def largest_clusters(clusters: Sequence[_K]) -> list[_K]:
+    """The clusters a report shows: the largest, ties by cluster id."""
+    return sorted(clusters, key=lambda c: (-len(c), c.id))[:SHOWN_CLUSTERS]
+
+
+def shown_edges(cluster: Cluster) -> list[Edge]:
+    """The near-duplicate (not identical) edges a text report shows under ``cluster``."""
+    return [e for e in cluster.edges if e.method != "identical"][:SHOWN_EDGES]
+
+
+def near_edges(clusters: Sequence[Cluster]) -> list[Edge]:
+    """The exactly scored near-duplicate edges of ``clusters``: a text report's
+    similarity histogram, and its shared shingles over the first
+    :data:`SHINGLE_EDGES`."""
+    return [
+        e for c in clusters for e in c.edges if e.method != "identical" and e.jaccard is not None
+    ]
+
+
 def render_report(
     result: DedupResult,
     clusters: Sequence[Cluster],
@@ -224,9 +256,7 @@ def render_report(
     ]
     sizes = Counter(len(c) for c in clusters)
     size_bars = [(str(k), v) for k, v in sorted(sizes.items())]
-    near = [
-        e for c in clusters for e in c.edges if e.method != "identical" and e.jaccard is not None
-    ]
+    near = near_edges(clusters)
     lo = config.threshold
     nb = 20
     width = (1.0 - lo) / nb if lo < 1 else 1.0
@@ -236,12 +266,12 @@ def render_report(
         sim_counts[min(nb - 1, int((j - lo) / width)) if width else 0] += 1
     sim_bars = [(f"{lo + i * width:.2f}", c) for i, c in enumerate(sim_counts)]
 
-    biggest = sorted(clusters, key=lambda c: (-len(c), c.id))[:8]
     shingle_counts: Counter[str] = Counter()
     sections = []
-    for c in biggest:
+    for c in largest_clusters(clusters):
         sections.append(cluster_heading(c, ids))
-        for e in [x for x in c.edges if x.method != "identical"][:3]:
+        shown = shown_edges(c)
+        for e in shown:
             ta, tb = texts.get(e.a), texts.get(e.b)
             if ta is None or tb is None:
                 continue
@@ -260,9 +290,9 @@ def render_report(
                 f"{highlight_spans(ta, ex.spans_a)}</pre>"
                 f"<pre>{highlight_spans(tb, ex.spans_b)}</pre></div>"
             )
-        if not [x for x in c.edges if x.method != "identical"]:
+        if not shown:
             sections.append("<p class='edge'>all members are identical after normalization</p>")
-    for e in near[:300]:
+    for e in near[:SHINGLE_EDGES]:
         ta, tb = texts.get(e.a), texts.get(e.b)
         if ta is not None and tb is not None and len(ta) + len(tb) < 200_000:
             shingle_counts.update(
@@ -387,11 +417,10 @@ def render_vector_report(
     for v in scores:
         counts[max(0, min(nb - 1, int((v - lo) / step)))] += 1
     sim_bars = [(f"{lo + i * step:.3g}", c) for i, c in enumerate(counts)]
-    biggest = sorted(clusters, key=lambda c: (-len(c), c.id))[:8]
     sections = []
-    for c in biggest:
+    for c in largest_clusters(clusters):
         sections.append(cluster_heading(c, ids))
-        for e in c.edges[:3]:
+        for e in c.edges[:SHOWN_EDGES]:
             head = (
                 f"<p class='edge'>{html.escape(str(ids[e.a]))} — {html.escape(str(ids[e.b]))}: "
                 f"exact {metric} = {e.score:.4f}, estimate {e.estimate:.4f}, band {e.band}</p>"

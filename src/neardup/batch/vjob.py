@@ -33,9 +33,8 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.batch.job import set_workers
-from neardup.batch.outputs import finish_output, prepare_output, write_clusters
+from neardup.batch.outputs import finish_output, staged_output, write_clusters
 from neardup.core._errors import InputError, InvalidConfig, NeardupIOError
-from neardup.core.leftovers import release
 from neardup.io.corpus import write_subset
 from neardup.text.hashing import HashKey
 from neardup.vectors.reading import VectorCorpus, count_identical, read_vectors
@@ -82,8 +81,7 @@ def run_vector_dedup(
     cfg0 = config or VectorConfig()
     set_workers(workers)
     t_start = time.perf_counter()
-    tmp = None if dry_run else prepare_output(output, overwrite, list(inputs))
-    try:
+    with staged_output(None if dry_run else output, overwrite, list(inputs)) as tmp:
         t0 = time.perf_counter()
         vc = read_vectors(
             inputs,
@@ -110,11 +108,7 @@ def run_vector_dedup(
         _write_outputs(tmp, vc, result, stats, report)
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         finish_output(tmp, output, stats, t_start)
-        tmp = None
         return stats
-    finally:
-        if tmp is not None:
-            release(tmp)
 
 
 def _stats(

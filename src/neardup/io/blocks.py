@@ -9,7 +9,6 @@ while a program still has start-up work to do.
 from __future__ import annotations
 
 import contextlib
-import gzip
 import mmap
 import os
 import queue
@@ -19,8 +18,8 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import InputError, NeardupIOError
-from neardup.io.inputs import detect_format, open_binary, strip_compression
+from neardup.core._errors import NeardupIOError
+from neardup.io.inputs import decompressing, detect_format, open_binary, strip_compression
 
 __all__ = ["Block", "Chunk", "Prefetch", "block_view", "line_blocks"]
 
@@ -55,7 +54,7 @@ def line_blocks(
         return
     with open_binary(path) as raw:
         tail = b""
-        try:
+        with decompressing(path):
             while block := raw.read(_BLOCK_BYTES):
                 buf = tail + block if tail else block
                 nl = np.flatnonzero(np.frombuffer(buf, dtype=np.uint8) == 10)
@@ -67,13 +66,6 @@ def line_blocks(
                 starts[0] = 0
                 starts[1:] = nl[:-1] + 1
                 yield buf, starts, nl.astype(np.int64)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(
-                path,
-                None,
-                f"cannot decompress ({exc})",
-                "check that the file is complete and not corrupted",
-            ) from exc
         if tail:
             yield tail, np.zeros(1, np.int64), np.array([len(tail)], np.int64)
 

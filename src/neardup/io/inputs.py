@@ -11,6 +11,7 @@ datasets; ``.gz`` and ``.zst`` compression).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import io
@@ -23,6 +24,7 @@ from neardup.core._errors import InputError, NeardupIOError
 
 __all__ = [
     "JSONL_SUFFIXES",
+    "decompressing",
     "detect_format",
     "iter_lines",
     "open_binary",
@@ -219,14 +221,22 @@ def open_binary(path: str) -> IO[bytes]:
         raise NeardupIOError(path, exc) from exc
 
 
+@contextlib.contextmanager
+def decompressing(path: str) -> Iterator[None]:
+    """Raise an error of reading ``path``'s bytes (from :func:`open_binary`) in the
+    block as :class:`InputError`: a truncated or corrupt compressed file is named
+    with its fix, not a traceback."""
+    try:
+        yield
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(
+            path,
+            None,
+            f"cannot decompress ({exc})",
+            "check that the file is complete and not corrupted",
+        ) from exc
+
+
 def iter_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    with open_binary(path) as raw:
-        try:
-            yield from enumerate(raw, start=1)
-        except (OSError, EOFError, gzip.BadGzipFile) as exc:
-            raise InputError(
-                path,
-                None,
-                f"cannot decompress ({exc})",
-                "check that the file is complete and not corrupted",
-            ) from exc
+    with open_binary(path) as raw, decompressing(path):
+        yield from enumerate(raw, start=1)

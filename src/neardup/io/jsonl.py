@@ -37,31 +37,7 @@ def _jsonl_records(r: RecordReader, path: str) -> Iterator[tuple[int, Any, str, 
     """(line number, id, text, raw line) of each valid record; bad ones go to ``r``."""
     fast = fast_loads()
     for no, line in iter_lines(path):
-        if fast is not None:
-            try:
-                # orjson parses the UTF-8 bytes directly, without decoding them; on
-                # any error the standard library below decides and explains.
-                rec = fast(line)
-            except ValueError:
-                pass
-            else:
-                got = r.check(path, no, rec)
-                if got is not None:
-                    yield no, got[0], got[1], line.removesuffix(b"\n")
-                continue
-        if not line.strip():
-            continue
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            r.bad(path, no, f"not UTF-8 (byte {exc.start})", "re-encode the file as UTF-8")
-            continue
-        try:
-            rec = json.loads(text)
-        except ValueError as exc:
-            r.bad(path, no, f"malformed JSON ({exc})", "fix the line, or pass --skip-bad")
-            continue
-        got = r.check(path, no, rec)
+        got = _parse_line(r, path, no, line, fast)
         if got is not None:
             yield no, got[0], got[1], line.removesuffix(b"\n")
 
@@ -260,6 +236,8 @@ def _parse_line(
     """(id, text) of one line's valid record; blank and bad lines give None."""
     if fast is not None:
         try:
+            # orjson parses the UTF-8 bytes directly, without decoding them; on
+            # any error the standard library below decides and explains.
             rec = fast(line)
         except ValueError:
             pass

@@ -24,11 +24,10 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from neardup.batch.outputs import commit_output, prepare_output, write_json
+from neardup.batch.outputs import commit_output, staged_output, write_json
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
 from neardup.core.ids import json_id
-from neardup.core.leftovers import release
 from neardup.io.corpus import Corpus, read_corpus, write_subset
 from neardup.lineage.families import (
     PROVENANCE_FIELDS,
@@ -137,8 +136,7 @@ def run_audit(
     to columns); write the outputs into ``output`` unless it is None; return the audit.
     """
     cfg = config or Config()
-    tmp = None if output is None else prepare_output(output, overwrite, list(inputs))
-    try:
+    with staged_output(output, overwrite, list(inputs)) as tmp:
         corpus, ids, prov = _load(inputs, text_field, id_field, fields, skip_bad)
         fam = _families(
             corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, large_family
@@ -163,11 +161,7 @@ def run_audit(
         with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
             fh.write(_audit_html(fam, ids, corpus.texts, audit))
         commit_output(tmp, output)
-        tmp = None
         return audit
-    finally:
-        if tmp is not None:
-            release(tmp)
 
 
 def parse_ratios(text: str) -> dict[str, float]:
@@ -207,8 +201,7 @@ def run_split(
 ) -> dict[str, Any]:
     """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report."""
     cfg = config or Config()
-    tmp: str | None = prepare_output(output, overwrite, list(inputs))
-    try:
+    with staged_output(output, overwrite, list(inputs)) as tmp:
         corpus, ids, prov = _load(inputs, text_field, id_field, fields or {}, skip_bad)
         fam = _families(corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9)
         strat = None
@@ -231,11 +224,7 @@ def run_split(
         )
         write_json(os.path.join(tmp, "split.json"), report)
         commit_output(tmp, output)
-        tmp = None
         return report
-    finally:
-        if tmp is not None:
-            release(tmp)
 
 
 def _audit_html(

@@ -22,6 +22,7 @@ from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.ids import json_id
 from neardup.io.corpus import BadRecord, Corpus
 from neardup.io.inputs import iter_lines, strip_compression
+from neardup.io.jsonl import fast_loads
 
 __all__ = ["VectorCorpus", "count_identical", "read_vectors"]
 
@@ -252,15 +253,6 @@ def _read_npy(paths: list[str], metric: str, skip_bad: bool) -> VectorCorpus:
     return VectorCorpus("npy", paths, ids, np.ascontiguousarray(dense), None, records, bad)
 
 
-def _loads() -> Callable[[bytes], Any]:
-    try:
-        import orjson
-
-        return orjson.loads
-    except ImportError:  # pragma: no cover - io extra absent
-        return json.loads
-
-
 def _read_jsonl(
     paths: Sequence[str],
     rows: _Rows,
@@ -269,7 +261,7 @@ def _read_jsonl(
     id_field: str | None,
     text_field: str | None,
 ) -> dict[int, str]:
-    loads = _loads()
+    loads = fast_loads() or json.loads
     texts: dict[int, str] = {}
     for p in paths:
         for line, raw in iter_lines(p):

@@ -67,9 +67,8 @@ def run_dedup_ray(
     rounds above it.  Bands are shuffled a few at a time so that one round moves
     about ``round_bytes`` (42 bytes per document and band).
     """
-    from neardup.batch.job import check_writable, prepare_output
-    from neardup.batch.outputs import commit_output, write_json
-    from neardup.core.leftovers import release
+    from neardup.batch.job import check_writable
+    from neardup.batch.outputs import commit_output, staged_output, write_json
     from neardup.graph.cluster import check_keep
 
     cfg = config or Config()
@@ -104,51 +103,48 @@ def run_dedup_ray(
         "skip_bad": skip_bad,
         "keep": keep,
     }
-    tmp = None if dry_run else prepare_output(output, overwrite, list(inputs))
-    ray, started = start_ray(ray_address, num_cpus)
-    saved = data_context(ray)
-    try:
-        cpus = int(ray.cluster_resources().get("CPU", 1))
-        parts = partitions or max(2, 2 * cpus)
-        manifest = Manifest(work, run_desc, resume)
-        job = Job(
-            config=cfg,
-            key=key,
-            text_field=text_field,
-            id_field=id_field,
-            skip_bad=skip_bad,
-            keep=keep,
-            work=work,
-            parts=parts,
-            shards=tuple(shards),
-            formats=tuple(formats),
-            cap=cfg.max_candidates,
-        )
-        r = Run(ray=ray, job=job, manifest=manifest, progress=progress)
-        stats = _pipeline(r, cc_threshold, cpus, round_bytes)
-        stats["engine"]["reused_stages"] = list(manifest.reused)
-        stats["inputs"] = list(inputs)
-        stats["format"] = formats[0]
-        if tmp is None:
-            count_clusters(r, stats)
+    with staged_output(None if dry_run else output, overwrite, list(inputs)) as tmp:
+        ray, started = start_ray(ray_address, num_cpus)
+        saved = data_context(ray)
+        try:
+            cpus = int(ray.cluster_resources().get("CPU", 1))
+            parts = partitions or max(2, 2 * cpus)
+            manifest = Manifest(work, run_desc, resume)
+            job = Job(
+                config=cfg,
+                key=key,
+                text_field=text_field,
+                id_field=id_field,
+                skip_bad=skip_bad,
+                keep=keep,
+                work=work,
+                parts=parts,
+                shards=tuple(shards),
+                formats=tuple(formats),
+                cap=cfg.max_candidates,
+            )
+            r = Run(ray=ray, job=job, manifest=manifest, progress=progress)
+            stats = _pipeline(r, cc_threshold, cpus, round_bytes)
+            stats["engine"]["reused_stages"] = list(manifest.reused)
+            stats["inputs"] = list(inputs)
+            stats["format"] = formats[0]
+            if tmp is None:
+                count_clusters(r, stats)
+                stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+                shutil.rmtree(work, ignore_errors=True)
+                return stats
+            t1 = time.perf_counter()
+            write_outputs(r, tmp, stats)
+            stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
             stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
+            write_json(os.path.join(tmp, "stats.json"), stats)
+            commit_output(tmp, output)
             shutil.rmtree(work, ignore_errors=True)
             return stats
-        t1 = time.perf_counter()
-        write_outputs(r, tmp, stats)
-        stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
-        stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
-        write_json(os.path.join(tmp, "stats.json"), stats)
-        commit_output(tmp, output)
-        tmp = None
-        shutil.rmtree(work, ignore_errors=True)
-        return stats
-    finally:
-        if tmp is not None:
-            release(tmp)
-        restore_data_context(ray, saved)
-        if started:
-            ray.shutdown()
+        finally:
+            restore_data_context(ray, saved)
+            if started:
+                ray.shutdown()
 
 
 def _pipeline(r: Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[str, Any]:
