@@ -1,4 +1,7 @@
-"""End-to-end batch pipeline against the brute-force oracle."""
+"""End-to-end batch pipeline against the brute-force oracle.
+
+The modules it drives have test modules of their own: test_feeder (hashing),
+test_identical, test_index, test_online and test_results."""
 
 from __future__ import annotations
 
@@ -13,8 +16,6 @@ import pytest
 from neardup import (
     Config,
     Deduplicator,
-    DocumentTooLarge,
-    EmptyDocument,
     HashKey,
     InvalidConfig,
     MemoryLimitExceeded,
@@ -138,16 +139,7 @@ def test_exact_duplicates_empties_and_limits_are_reported() -> None:
     (c,) = r.clusters
     assert c.members == (0, 1) and c.edges[0].method == "identical"
     assert r.duplicate_of.tolist() == [-1, 0, -1, -1, -1, -1]
-    d = Deduplicator(cfg)
-    with pytest.raises(EmptyDocument):
-        d.add("e", "  ")
-    with pytest.raises(DocumentTooLarge):
-        d.add("big", "x" * 50)
-    d.add("a", docs[0])
-    assert d.seen_exact(docs[1]) and not d.seen_exact("some other text")
-    (m,) = d.add("b", docs[1])
-    assert (m.key, m.method, m.jaccard, m.duplicate) == ("a", "identical", 1.0, True)
-    assert len(d) == 2
+    # The online Deduplicator on the same documents: tests/batch/test_online.py.
 
 
 def test_representative_rules() -> None:
@@ -242,78 +234,3 @@ def test_progress_reports_every_stage_and_band_rounds_are_equivalent(
     ]
     assert [e.to_dict() for e in again.edges] == [e.to_dict() for e in r.edges]
     assert again.stats["candidate_pairs"] == r.stats["candidate_pairs"]
-
-
-def test_pairs_expand_identical_groups_to_match_the_oracle() -> None:
-    texts = _planted(300, 250)
-    res = find_duplicates(texts, config=Config(), edges="all")
-    assert res.sets is not None and res.stats["exact_duplicates"] > 0
-    truth = brute_force_pairs(res.sets, 0.8).pairs()
-    got = res.pairs()
-    assert got <= truth
-    assert len(got) / len(truth) >= 0.99
-    assert res.pairs(expand_identical=False) <= got
-
-
-@pytest.mark.parametrize(
-    "capacity",
-    [0, 10**7, 2000],  # no sink; a sink every chunk fits in; one that overflows midway
-)
-def test_hash_feeder_equals_batch_hashing(capacity: int) -> None:
-    from neardup.batch.pipeline import HashFeeder, normalize_and_hash
-    from neardup.text.hashing import SchemeDescriptor
-
-    cfg = Config()
-    scheme = SchemeDescriptor.from_config(cfg)
-    texts = [*stdlib_paragraphs(limit=300), "", "Ｆｏｘ  RUNS", "x" * 5000]
-    ref = normalize_and_hash(texts, cfg, None, scheme, None)
-    feeder = HashFeeder(cfg, None, scheme, chunk_bytes=4000, capacity=capacity)
-    try:
-        for lo in range(0, len(texts), 37):  # uneven batches, several chunks each
-            feeder.feed(texts[lo : lo + 37])
-        got = feeder.finish()
-    finally:
-        feeder.close()
-    for name in ("data", "indptr", "raw_counts", "truncated", "content_hash", "byte_lengths"):
-        assert np.array_equal(getattr(got.sets, name), getattr(ref.sets, name)), name
-    assert np.array_equal(got.too_large, ref.too_large)
-    sink = feeder._sink
-    if capacity == 10**7:
-        # Every chunk's hashes were compacted in place: the result is the sink.
-        assert sink is not None and sink.contiguous
-        assert np.shares_memory(got.sets.data, sink.array)
-    elif capacity == 2000:
-        assert sink is not None and not sink.contiguous
-    empty = HashFeeder(cfg, None, scheme, capacity=capacity)
-    assert len(empty.finish().sets) == 0
-
-
-def test_hash_feeder_reraises_worker_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    import neardup.batch.feeder as F
-    import neardup.batch.pipeline as P
-    from neardup.text.hashing import SchemeDescriptor
-
-    real = F.hash_kernel
-    calls: list[int] = []
-
-    def flaky(raw, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(len(raw))
-        if len(calls) == 2:
-            raise RuntimeError("boom")
-        return real(raw, *args, **kwargs)
-
-    monkeypatch.setattr(F, "hash_kernel", flaky)
-    cfg = Config()
-    # With a sink: the failed and the drained chunks still give up their places, so
-    # no worker waits forever for them.
-    feeder = P.HashFeeder(
-        cfg, None, SchemeDescriptor.from_config(cfg), chunk_bytes=1, capacity=10**6
-    )
-    workers = len(feeder._threads)
-    feeder.feed(["some text here"] * 40)  # more chunks than the queue holds
-    with pytest.raises(RuntimeError, match="boom"):
-        feeder.finish()
-    feeder.close()
-    # The chunks after the error were drained, not hashed (other workers may have
-    # taken one each before they saw it).
-    assert 2 <= len(calls) <= 1 + workers
