@@ -256,11 +256,6 @@ def test_parquet_columns_that_are_not_there(tmp_path: Path) -> None:
         read_arrow(_reader("parquet", "id", text_field="body"), p, 0, "parquet")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="read_arrow treats a missing or null id as a bad record even when the id field "
-    "was only detected (RecordReader.id_optional), unlike the JSONL and CSV readers",
-)
 def test_a_detected_id_column_may_be_missing_or_null(tmp_path: Path) -> None:
     # A detected id field (io._ids) never stops a run: a record without it is not
     # bad, and settle_ids falls back to row numbers afterwards.

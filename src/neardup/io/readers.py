@@ -160,7 +160,9 @@ def read_arrow(r: RecordReader, path: str, fi: int, kind: str) -> None:
         if not isinstance(text, str):
             r.bad(path, ri + 1, f"row {ri} has a non-text {r.text_field!r}", "fill or drop it")
             continue
-        if ident is None and r.id_field is not None:
+        # A detected id field (``id_optional``) never makes a record bad: ids are
+        # settled to row numbers afterwards, as for JSONL and CSV.
+        if ident is None and r.id_field is not None and not r.id_optional:
             r.bad(
                 path,
                 ri + 1,
