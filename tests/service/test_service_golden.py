@@ -16,11 +16,13 @@ import sqlite3
 import struct
 import sys
 import tarfile
+import zlib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from neardup.core._errors import CorruptFile
 from neardup.service._crypto import MasterSecret
 from neardup.service.tenant import Tenant
 from service_helpers import Server
@@ -137,3 +139,31 @@ def test_the_recorded_tenants_are_sealed_again_in_place_and_keep_their_state(
         assert t.store.current("new-1") is not None
     finally:
         t.close()
+
+
+@pytest.mark.timeout(300)
+def test_a_forged_record_in_an_old_log_stops_its_rewrite_and_repair_rebases(
+    tmp_path: Path,
+) -> None:
+    with tarfile.open(DATA / "service-golden.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    master = MasterSecret(bytes.fromhex((tmp_path / "d.master.key").read_text().strip()))
+    root = tmp_path / "d" / "tenants" / "t1"
+    log = root / "log-0.ndlog"
+    data = bytearray(log.read_bytes())
+    off = 24
+    for _ in range(3):
+        off += 12 + struct.unpack_from("<I", data, off + 4)[0]
+    n = struct.unpack_from("<I", data, off + 4)[0]
+    data[off + 12 + 20] ^= 0x01  # a payload byte, its CRC fixed: only authentication sees it
+    struct.pack_into("<I", data, off + 8, zlib.crc32(bytes(data[off + 12 : off + 12 + n])))
+    log.write_bytes(bytes(data))
+    with pytest.raises(CorruptFile, match=f"byte offset {off}: authentication failed") as err:
+        Tenant.open_dir(str(root), master)
+    assert err.value.path == str(log) and "neardup repair" in err.value.fix
+    assert log.read_bytes() == bytes(data) and _formats(root) == ("2", 2)
+    report = Tenant.repair(str(root), master)
+    assert report["status"] == "damaged" and report["survey"]["damaged_offsets"] == [off]
+    assert report["next"].startswith("neardup repair --rebase")
+    report = Tenant.repair(str(root), master, rebase=True)
+    assert report["status"] == "repaired" and _formats(root, 1) == ("3", 3)
