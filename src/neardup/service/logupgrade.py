@@ -69,7 +69,7 @@ def open_current(
                 )
         finally:
             new.close()
-            log.close()
+        log.close()
         os.replace(tmp, path)
         dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
         try:
@@ -81,6 +81,7 @@ def open_current(
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc
     finally:
+        log.close()  # again after a success: harmless
         if os.path.exists(tmp):
             os.unlink(tmp)
     log = CommandLog.open(path, sealer, aad=aad)
