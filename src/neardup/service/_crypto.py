@@ -31,6 +31,7 @@ would change the shingle hashes of every existing tenant.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -53,9 +54,13 @@ _GCM_TAG = 16
 _HKDF_SALT = b"neardup/seal/aes-256-siv/v1"
 
 
-def _aead() -> Any:
-    """``cryptography``'s AEAD module, or :class:`InvalidConfig` saying how to get it."""
+@functools.cache
+def _aead() -> tuple[Any, type[Exception]]:
+    """``cryptography``'s AEAD module and its ``InvalidTag`` (imported once: an
+    import inside ``open`` would cost a third of it), or :class:`InvalidConfig`
+    saying how to get them."""
     try:
+        from cryptography.exceptions import InvalidTag
         from cryptography.hazmat.primitives.ciphers import aead
     except ImportError as exc:  # pragma: no cover - exercised without the extra
         raise InvalidConfig(
@@ -64,7 +69,7 @@ def _aead() -> Any:
             "the `cryptography` package is not installed",
             "pip install 'neardup[service]'",
         ) from exc
-    return aead
+    return aead, InvalidTag
 
 
 def _field(value: str | bytes) -> bytes:
@@ -149,10 +154,10 @@ class Sealer:
         (True, b'doc/1')
     """
 
-    __slots__ = ("_siv",)
+    __slots__ = ("_invalid", "_siv")
 
     def __init__(self, key: bytes) -> None:
-        aead = _aead()
+        aead, self._invalid = _aead()
         if not isinstance(key, bytes) or len(key) != _SIV_KEY:
             raise InvalidConfig(
                 "key",
@@ -164,12 +169,10 @@ class Sealer:
 
     def seal(self, plaintext: bytes, aad: bytes = b"") -> bytes:
         """``IV || ciphertext`` of ``plaintext``; ``aad`` is authenticated, not stored."""
-        return bytes(self._siv.encrypt(_FRAME + plaintext, [aad]))
+        return self._siv.encrypt(_FRAME + plaintext, [aad])  # type: ignore[no-any-return]
 
     def open(self, blob: bytes, aad: bytes = b"", *, what: str = "record") -> bytes:
         """Decrypt and authenticate, or raise :class:`CorruptFile` naming ``what``."""
-        from cryptography.exceptions import InvalidTag
-
         if len(blob) < _IV + len(_FRAME):
             raise CorruptFile(
                 what,
@@ -178,7 +181,7 @@ class Sealer:
             )
         try:
             raw = self._siv.decrypt(blob, [aad])
-        except InvalidTag:
+        except self._invalid:
             raise _refused(what, SEALING, blob) from None
         if raw[:1] != _FRAME:
             raise CorruptFile(
@@ -188,7 +191,7 @@ class Sealer:
                 "version of neardup?)",
                 "open it with the version of neardup that wrote it",
             )
-        return bytes(raw[1:])
+        return raw[1:]  # type: ignore[no-any-return]
 
 
 class LegacySealer:
@@ -199,10 +202,10 @@ class LegacySealer:
     kept to read (and upgrade) stores, logs and snapshots written before.
     """
 
-    __slots__ = ("_aead",)
+    __slots__ = ("_aead", "_invalid")
 
     def __init__(self, key: bytes) -> None:
-        aead = _aead()
+        aead, self._invalid = _aead()
         if not isinstance(key, bytes) or len(key) != 32:
             raise InvalidConfig(
                 "key",
@@ -214,8 +217,6 @@ class LegacySealer:
 
     def open(self, blob: bytes, aad: bytes = b"", *, what: str = "record") -> bytes:
         """Decrypt and authenticate, or raise :class:`CorruptFile` naming ``what``."""
-        from cryptography.exceptions import InvalidTag
-
         if len(blob) < _GCM_NONCE + _GCM_TAG:
             raise CorruptFile(
                 what,
@@ -224,7 +225,7 @@ class LegacySealer:
             )
         try:
             return bytes(self._aead.decrypt(blob[:_GCM_NONCE], blob[_GCM_NONCE:], aad))
-        except InvalidTag:
+        except self._invalid:
             raise _refused(what, LEGACY_SEALING, blob) from None
 
 
