@@ -13,7 +13,7 @@ from neardup.core._errors import CorruptFile
 from neardup.service._crypto import Sealer
 from neardup.service.cmdlog import Command, CommandLog
 
-SEAL = Sealer(bytes(range(32)))
+SEAL = Sealer(bytes(range(64)))
 
 
 def fill(path: Path, n: int) -> list[int]:
@@ -233,7 +233,7 @@ def test_other_key_or_tenant_is_refused(tmp_path: Path) -> None:
     p = tmp_path / "log"
     fill(p, 2)
     with pytest.raises(CorruptFile, match="authentication failed"):
-        CommandLog.open(str(p), Sealer(bytes(32)), aad=b"t")
+        CommandLog.open(str(p), Sealer(bytes(64)), aad=b"t")
     with pytest.raises(CorruptFile, match="authentication failed"):
         CommandLog.open(str(p), SEAL, aad=b"other-tenant")
 

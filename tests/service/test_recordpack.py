@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import json
+import shutil
 import struct
-import zlib
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from neardup.service._crypto import Sealer
+from neardup.core._errors import Conflict
+from neardup.service._crypto import LegacySealer, Sealer
 from neardup.service.cmdlog import Command, CommandLog
 from neardup.service.recordpack import pack, unpack
 
-SEAL = Sealer(bytes(range(32)))
+SEAL = Sealer(bytes(range(64)))
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+LEGACY = json.loads((FIXTURES / "sealed_v2.json").read_text())
+OLD = LegacySealer(bytes.fromhex(LEGACY["key_hex"]))
+AAD = bytes.fromhex(LEGACY["log_aad_hex"])
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
     lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(), kids, max_size=4),
@@ -63,49 +68,38 @@ def test_plain_json_is_read_as_it_is_and_anything_else_is_refused() -> None:
         unpack(pack('{"kind":"decision","x":"' + "y" * 300 + '"}')[:-4])
 
 
-def _format1_log(path: Path) -> None:
-    # A log as the first format wrote it: version 1, headers as plain JSON.
-    head = struct.pack("<8sIQ", b"NDCMDLOG", 1, 0)
-    head += struct.pack("<I", zlib.crc32(head))
-    header = b'{"op":"upsert","i":1}'
-    plain = struct.pack("<QI", 1, len(header)) + header + b"blob"
-    payload = SEAL.seal(plain, b"t")
-    rec = struct.pack("<4sII", b"\xd5NDR", len(payload), zlib.crc32(payload)) + payload
-    path.write_bytes(head + rec)
-
-
-def test_a_format1_log_is_read_and_appended_in_its_own_format(tmp_path: Path) -> None:
+def test_a_format1_log_is_read_with_its_plain_json_headers_and_never_appended(
+    tmp_path: Path,
+) -> None:
+    # A log as the first format wrote it (version 1, headers as plain JSON, sealed
+    # with the first construction): tests/fixtures/make_sealed_v2.py.
     p = tmp_path / "log"
-    _format1_log(p)
-    log = CommandLog.open(str(p), SEAL, aad=b"t")
+    shutil.copy(FIXTURES / "cmdlog_v1.ndlog", p)
+    before = p.read_bytes()
+    assert struct.unpack_from("<I", before, 8)[0] == 1
+    n = struct.unpack_from("<I", before, 24 + 4)[0]
+    plain = OLD.open(before[24 + 12 : 24 + 12 + n], AAD)
+    hlen = struct.unpack_from("<I", plain, 8)[0]
+    assert plain[12 : 12 + hlen] == b'{"item_id":"doc/1","n":1,"op":"upsert"}'
+    log = CommandLog.open(str(p), SEAL, aad=AAD, legacy=OLD)
     assert log.version == 1
-    log.append(Command(2, {"op": "tombstone"}))
+    got = [(c.seq, c.header, c.blob.hex()) for c in log.commands()]
+    assert got == [(c["seq"], c["header"], c["blob"]) for c in LEGACY["commands"]]
+    # Appending would mix constructions in one file: refused, nothing written
+    # (a tenant rewrites such a log first: tests/service/test_logupgrade.py).
+    with pytest.raises(Conflict, match="format 1, read-only here"):
+        log.append(Command(6, {"op": "tombstone"}))
     log.close()
-    log = CommandLog.open(str(p), SEAL, aad=b"t")
-    cmds = list(log.commands())
-    log.close()
-    assert [(c.seq, c.header) for c in cmds] == [
-        (1, {"op": "upsert", "i": 1}),
-        (2, {"op": "tombstone"}),
-    ]
-    assert cmds[0].blob == b"blob"
-    # Still format 1 on disk, the appended header plain JSON: older code reads it.
-    data = p.read_bytes()
-    assert struct.unpack_from("<I", data, 8)[0] == 1
-    first = struct.unpack_from("<I", data, 24 + 4)[0]
-    second = 24 + 12 + first
-    n = struct.unpack_from("<I", data, second + 4)[0]
-    plain = SEAL.open(data[second + 12 : second + 12 + n], b"t")
-    assert plain[12:] == b'{"op":"tombstone"}'
+    assert p.read_bytes() == before
 
 
-def test_a_new_log_is_format2_with_packed_headers(tmp_path: Path) -> None:
+def test_a_new_log_is_format3_with_packed_headers(tmp_path: Path) -> None:
     p = tmp_path / "log"
     log = CommandLog.open(str(p), SEAL, aad=b"t")
     header = {"op": "upsert", "event": {"kind": "decision", "reason": "no candidate found"}}
     log.append(Command(1, header, b"xyz"))
     log.close()
-    assert struct.unpack_from("<I", p.read_bytes(), 8)[0] == 2
+    assert struct.unpack_from("<I", p.read_bytes(), 8)[0] == 3
     log = CommandLog.open(str(p), SEAL, aad=b"t")
     (cmd,) = list(log.commands())
     log.close()

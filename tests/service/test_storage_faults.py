@@ -237,7 +237,7 @@ def test_a_store_without_row_checksums_is_adopted_then_verified(tmp_path: Path) 
     from neardup.service._crypto import Sealer
 
     path = str(tmp_path / "s.sqlite")
-    s = FeatureStore(path, Sealer(bytes(32)), "t1")
+    s = FeatureStore(path, Sealer(bytes(64)), "t1")
     s.apply_noop(7)
     s.close()
     # A store written before the checksums existed: no nd_rowsums, no triggers.
@@ -249,7 +249,7 @@ def test_a_store_without_row_checksums_is_adopted_then_verified(tmp_path: Path) 
     db.execute("UPDATE meta SET v='9' WHERE k='applied_seq'")  # no trigger: not summed
     db.commit()
     db.close()
-    s = FeatureStore(path, Sealer(bytes(32)), "t1")  # adopted: trusted on first open
+    s = FeatureStore(path, Sealer(bytes(64)), "t1")  # adopted: trusted on first open
     assert s.applied_seq == 9
     s.close()
     db = sqlite3.connect(path)
@@ -258,14 +258,14 @@ def test_a_store_without_row_checksums_is_adopted_then_verified(tmp_path: Path) 
     db.commit()
     db.close()
     with pytest.raises(CorruptFile, match="do not match their checksum"):
-        FeatureStore(path, Sealer(bytes(32)), "t1")
+        FeatureStore(path, Sealer(bytes(64)), "t1")
 
 
 def test_rows_changed_behind_the_stores_back_are_refused(tmp_path: Path) -> None:
     from neardup.service._crypto import Sealer
 
     path = str(tmp_path / "s.sqlite")
-    s = FeatureStore(path, Sealer(bytes(32)), "t1")
+    s = FeatureStore(path, Sealer(bytes(64)), "t1")
     s.apply_noop(3)
     s.close()
     # Another writer without the checksum function cannot write at all ...
@@ -280,4 +280,4 @@ def test_rows_changed_behind_the_stores_back_are_refused(tmp_path: Path) -> None
     raw[at] = ord("8")
     Path(path).write_bytes(bytes(raw))
     with pytest.raises(CorruptFile, match="table 'meta' do not match their checksum"):
-        FeatureStore(path, Sealer(bytes(32)), "t1")
+        FeatureStore(path, Sealer(bytes(64)), "t1")

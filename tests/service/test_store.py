@@ -14,7 +14,7 @@ from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.service._crypto import Sealer
 from neardup.service.store import FeatureStore, store_error
 
-KEY = bytes(range(32))
+KEY = bytes(range(64))
 BANDS = 4
 
 

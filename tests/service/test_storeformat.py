@@ -1,4 +1,4 @@
-"""The feature store's on-disk format: what is sealed, the format-1 upgrade."""
+"""The feature store's on-disk format: what is sealed, the upgrades of formats 1 and 2."""
 
 from __future__ import annotations
 
@@ -11,14 +11,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from neardup import CorruptFile
+from neardup import CorruptFile, InvalidConfig
 from neardup.service import storeformat as fmt
-from neardup.service._crypto import Sealer
+from neardup.service._crypto import LegacySealer, Sealer
 from neardup.service.store import FeatureStore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 EXPECTED: dict[str, Any] = json.loads((FIXTURES / "store_v1.json").read_text())
-KEY = bytes.fromhex(EXPECTED["key_hex"])
+# The fixtures were sealed with the first construction under this key; the
+# current one seals with a 64-byte key of its own.
+LEGACY_KEY = bytes.fromhex(EXPECTED["key_hex"])
+KEY = bytes(range(64, 128))
 
 # Every value a request sent that the format-1 fixture holds in clear.
 SECRETS = [
@@ -52,7 +55,7 @@ def _bytes_on_disk(path: Path) -> bytes:
 
 
 def _open(path: Path, tenant: str = "acme") -> FeatureStore:
-    return FeatureStore(str(path), Sealer(KEY), tenant)
+    return FeatureStore(str(path), Sealer(KEY), tenant, legacy=LegacySealer(LEGACY_KEY))
 
 
 def _check_reads(st: FeatureStore) -> None:
@@ -103,8 +106,8 @@ def test_interrupted_upgrade_leaves_format1_intact(
     path = _v1_copy(tmp_path)
     real = fmt.upgrade_v1
 
-    def half(db: Any, seal: fmt.RowSeal, existing: set[str]) -> int:
-        real(db, seal, existing)
+    def half(db: Any, old: fmt.RowOpen, seal: fmt.RowSeal, existing: set[str]) -> int:
+        real(db, old, seal, existing)
         raise OSError("power lost during the upgrade")
 
     import neardup.service.store.integrity as store_mod
@@ -225,6 +228,128 @@ def test_store_of_another_format_is_refused(tmp_path: Path) -> None:
     _new_store(path).close()
     with sqlite3.connect(path) as db:
         db.create_function("nd_rowmix", -1, fmt.rowmix, deterministic=True)
-        db.execute("UPDATE meta SET v='3' WHERE k='format'")
-    with pytest.raises(CorruptFile, match="meta format is '3'; this version reads format 2"):
+        db.execute("UPDATE meta SET v='4' WHERE k='format'")
+    with pytest.raises(CorruptFile, match="meta format is '4'; this version reads format 3"):
         _open(path)
+
+
+def _v2_copy(tmp_path: Path) -> Path:
+    # store_v1.sqlite upgraded to format 2 by the version that sealed with the
+    # first construction (tests/fixtures/make_sealed_v2.py); same content.
+    dest = tmp_path / "features-0.sqlite"
+    shutil.copy(FIXTURES / "store_v2.sqlite", dest)
+    return dest
+
+
+def _sealed_cells(path: Path) -> set[bytes]:
+    """Every sealed cell of a store of format 2 or 3 (the BLOB columns)."""
+    out: set[bytes] = set()
+    with sqlite3.connect(path) as db:
+        for table, cols in fmt.schema_parts(fmt.SCHEMA).columns.items():
+            for row in db.execute(f"SELECT {', '.join(cols)} FROM {table}"):
+                out |= {bytes(v) for v in row if isinstance(v, bytes)}
+    return out
+
+
+def test_format2_store_is_sealed_again_without_loss(tmp_path: Path) -> None:
+    path = _v2_copy(tmp_path)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT v FROM meta WHERE k='format'").fetchone() == ("2",)
+    old_cells = _sealed_cells(path)
+    st = _open(path)
+    assert st.upgraded_rows == 20
+    assert st.meta("format") == "3"
+    _check_reads(st)
+    st.close()
+    # Every sealed cell was replaced: none of the first construction's is left.
+    new_cells = _sealed_cells(path)
+    assert len(new_cells) == len(old_cells) and not new_cells & old_cells
+    seal = fmt.RowSeal(Sealer(KEY), "acme", str(path))
+    assert seal.ref("id", "doc/1") in new_cells
+    again = _open(path)
+    assert again.upgraded_rows == 0
+    _check_reads(again)
+    again.close()
+    # Once upgraded, the first construction's sealer is no longer needed.
+    FeatureStore(str(path), Sealer(KEY), "acme").close()
+
+
+def test_interrupted_sealing_upgrade_leaves_format2_intact(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = _v2_copy(tmp_path)
+    before = _sealed_cells(path)
+    real = fmt.upgrade_v2
+
+    def half(db: Any, old: fmt.RowOpen, seal: fmt.RowSeal) -> int:
+        real(db, old, seal)
+        raise OSError("power lost during the upgrade")
+
+    import neardup.service.store.integrity as store_mod
+
+    monkeypatch.setattr(store_mod, "upgrade_v2", half)
+    with pytest.raises(OSError, match="power lost"):
+        _open(path)
+    monkeypatch.setattr(store_mod, "upgrade_v2", real)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT v FROM meta WHERE k='format'").fetchone() == ("2",)
+    assert _sealed_cells(path) == before
+    st = _open(path)
+    assert st.upgraded_rows == 20
+    _check_reads(st)
+    st.close()
+
+
+def test_format2_store_is_verified_before_it_is_sealed_again(tmp_path: Path) -> None:
+    path = _v2_copy(tmp_path)
+    with sqlite3.connect(path) as db:
+        # A change the checksum triggers do not see: damage, as if on disk.
+        db.execute("DROP TRIGGER nd_sum_failed_upd")
+        db.execute("UPDATE failed SET op='upsert'")
+    before = _sealed_cells(path)
+    with pytest.raises(CorruptFile, match="table 'failed' do not match"):
+        _open(path)
+    assert _sealed_cells(path) == before
+
+
+def test_old_store_without_the_old_sealer_is_refused_unchanged(tmp_path: Path) -> None:
+    for copy, fmt_no in ((_v2_copy, 2), (_v1_copy, 1)):
+        path = copy(tmp_path)
+        before = path.read_bytes()
+        with pytest.raises(InvalidConfig, match=f"store of format {fmt_no}, sealed with") as err:
+            FeatureStore(str(path), Sealer(KEY), "acme")
+        assert "legacy=MasterSecret.legacy_sealer" in err.value.fix
+        assert path.read_bytes() == before
+        path.unlink()
+
+
+def test_format2_store_under_another_key_is_refused_not_upgraded(tmp_path: Path) -> None:
+    path = _v2_copy(tmp_path)
+    before = _sealed_cells(path)
+    with pytest.raises(CorruptFile, match="authentication failed"):
+        FeatureStore(str(path), Sealer(KEY), "acme", legacy=LegacySealer(bytes(32)))
+    assert _sealed_cells(path) == before
+
+
+def test_new_stores_are_format3_sealed_with_aes_siv(tmp_path: Path) -> None:
+    path = tmp_path / "features-0.sqlite"
+    st = _new_store(path)
+    assert st.meta("format") == "3"
+    st.close()
+    seal = fmt.RowSeal(Sealer(KEY), "acme", str(path))
+    with sqlite3.connect(path) as db:
+        ids = [bytes(r[0]) for r in db.execute("SELECT item_id FROM items ORDER BY pos")]
+    assert ids == [seal.ref("id", "doc/1"), seal.ref("id", "doc 2")]
+    assert len(ids[0]) == len("doc/1") + 17  # SIV's 16-byte IV and the framing byte
+    assert Sealer(KEY).open(ids[0], b"acme\x00id\x00\x00") == b"doc/1"
+
+
+def test_replaying_the_same_commands_writes_byte_identical_rows(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    _new_store(a).close()
+    _new_store(b).close()
+    for table, cols in fmt.schema_parts(fmt.SCHEMA).columns.items():
+        sql = f"SELECT {', '.join(cols)} FROM {table} ORDER BY rowid"
+        with sqlite3.connect(a) as da, sqlite3.connect(b) as db:
+            rows = da.execute(sql).fetchall()
+            assert rows == db.execute(sql).fetchall(), table

@@ -7,7 +7,10 @@ File layout (little-endian)::
     payload: sealed( u64 seq | u32 header length | header | blob )
 
 The header is UTF-8 JSON in format 1 and :func:`neardup.service.recordpack.pack`-ed JSON
-in format 2 (a log keeps the format it was created with; both are read).
+in formats 2 and 3.  Format 3 seals with AES-256-SIV (:class:`~neardup.service._crypto.Sealer`);
+formats 1 and 2 sealed with the first construction, and are opened with its
+:class:`~neardup.service._crypto.LegacySealer` to be read (never appended to) and
+rewritten as format 3 (:mod:`neardup.service.logupgrade`).
 
 Guarantees:
 
@@ -31,7 +34,7 @@ Guarantees:
   - **damage** (refused, never trimmed: :class:`~neardup.CorruptFile` names the
     file, the byte offset, the sequence number it follows and the fix): a record
     whose bytes are all there (its declared length ends at or before the end of
-    the file) but whose magic, CRC-32 or AES-GCM tag fails — *whether or not it
+    the file) but whose magic, CRC-32 or authentication tag fails — *whether or not it
     is the last record*, since a flipped bit in the last, fsynced record is as
     much damage as one in the middle; and a record whose declared length runs
     past the end of the file while a whole record follows it.
@@ -48,7 +51,7 @@ Guarantees:
     undetected case, at two independent faults in 12 bytes.
 
   Framing and CRC-32 are verified over the whole file at open (a sequential
-  pass over a memory map); AES-GCM authentication is checked when a record is
+  pass over a memory map); authentication is checked when a record is
   decrypted — the last one at open, the others when they are replayed — so a
   forged record (CRC recomputed) is refused, naming its offset, before it can
   change any state.
@@ -60,7 +63,7 @@ Guarantees:
   drop them if the operator knows the host lost power.
 * Sequence numbers are strictly increasing; a gap or repeat is corruption.
 
-Payloads are sealed with the tenant's log key (AES-GCM, see ``neardup.service._crypto``),
+Payloads are sealed with the tenant's log key (AES-256-SIV, see ``neardup.service._crypto``),
 so features in the log are encrypted at rest like everything else.
 """
 
@@ -77,15 +80,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from neardup.core._errors import CorruptFile, NeardupIOError
-from neardup.service._crypto import Sealer
+from neardup.core._errors import Conflict, CorruptFile, InvalidConfig, NeardupIOError
+from neardup.service._crypto import LEGACY_SEALING, LegacySealer, Opener, Sealer
 from neardup.service.recordpack import pack, unpack
 
-__all__ = ["Command", "CommandLog"]
+__all__ = ["FORMAT", "Command", "CommandLog"]
 
 _MAGIC = b"NDCMDLOG"
-_VERSION = 2
-_READS = (1, 2)
+#: The format new logs are written in; formats 1 and 2 are read (see above).
+FORMAT = 3
+_READS = (1, 2, 3)
 _HEAD = struct.Struct("<8sIQ")
 _HEAD_LEN = _HEAD.size + 4
 _REC_MAGIC = b"\xd5NDR"
@@ -128,10 +132,10 @@ class CommandLog:
         >>> import tempfile, os
         >>> from neardup.service._crypto import Sealer
         >>> path = os.path.join(tempfile.mkdtemp(), "log")
-        >>> log = CommandLog.open(path, Sealer(bytes(32)), aad=b"t1")
+        >>> log = CommandLog.open(path, Sealer(bytes(64)), aad=b"t1")
         >>> log.append(Command(1, {"op": "upsert", "item_id": "A"}, b"features"))
         >>> log.close()
-        >>> log = CommandLog.open(path, Sealer(bytes(32)), aad=b"t1")
+        >>> log = CommandLog.open(path, Sealer(bytes(64)), aad=b"t1")
         >>> [(c.seq, c.header["item_id"]) for c in log.commands()]
         [(1, 'A')]
     """
@@ -140,7 +144,7 @@ class CommandLog:
         self,
         path: str,
         fh: Any,
-        sealer: Sealer,
+        sealer: Opener,
         aad: bytes,
         base_seq: int,
         offsets: array.array[int],
@@ -162,12 +166,15 @@ class CommandLog:
         self._syncing = False
         self._failed: OSError | None = None
         self.fsyncs = 0
-        self.version = _VERSION
+        self.version = FORMAT
+        #: Set by :func:`neardup.service.logupgrade.open_current` when it rewrote the log.
+        self.upgraded_from: int | None = None
+        self.upgraded_records = 0
 
     @classmethod
     def create(cls, path: str, sealer: Sealer, *, aad: bytes, base_seq: int = 0) -> CommandLog:
         """Create an empty log whose first record will have ``seq > base_seq`` (durably)."""
-        head = _HEAD.pack(_MAGIC, _VERSION, base_seq)
+        head = _HEAD.pack(_MAGIC, FORMAT, base_seq)
         head += struct.pack("<I", zlib.crc32(head))
         tmp = path + ".tmp"
         try:
@@ -182,8 +189,11 @@ class CommandLog:
         return cls.open(path, sealer, aad=aad)
 
     @classmethod
-    def open(cls, path: str, sealer: Sealer, *, aad: bytes) -> CommandLog:
+    def open(
+        cls, path: str, sealer: Sealer, *, aad: bytes, legacy: LegacySealer | None = None
+    ) -> CommandLog:
         """Open (creating if absent) and validate the log; see the module guarantees.
+        A log of format 1 or 2 is opened with ``legacy``, for reading only.
 
         Every record's framing and CRC-32 is checked; only the last record is
         decrypted here (its sequence number ends the log).  Records are decrypted
@@ -211,14 +221,15 @@ class CommandLog:
             raise CorruptFile(
                 path, f"log format version {version}, this build reads versions {_READS}"
             )
+        reader = cls._reader(path, version, sealer, legacy)
         try:
             offsets, end = cls._scan(data)
         except _Damage as d:
-            raise cls._refusal(path, data, d, sealer, aad, base_seq) from None
+            raise cls._refusal(path, data, d, reader, aad, base_seq) from None
         last_seq = base_seq
         if offsets:
             try:
-                last_seq = cls._decode(path, data, offsets[-1], sealer, aad).seq
+                last_seq = cls._decode(path, data, offsets[-1], reader, aad).seq
             except CorruptFile as exc:
                 last = _Damage(
                     offsets[-1],
@@ -227,7 +238,7 @@ class CommandLog:
                     "not a torn write",
                     offsets[:-1],
                 )
-                raise cls._refusal(path, data, last, sealer, aad, base_seq) from None
+                raise cls._refusal(path, data, last, reader, aad, base_seq) from None
             if last_seq <= base_seq:
                 raise CorruptFile(
                     path, f"last sequence {last_seq} does not follow the log's base {base_seq}"
@@ -242,10 +253,22 @@ class CommandLog:
             out.seek(end)
         except OSError as exc:
             raise NeardupIOError(path, exc) from exc
-        log = cls(path, out, sealer, aad, base_seq, offsets, data, last_seq)
+        log = cls(path, out, reader, aad, base_seq, offsets, data, last_seq)
         log.trimmed_bytes = trimmed
         log.version = int(version)
         return log
+
+    @staticmethod
+    def _reader(path: str, version: int, sealer: Sealer, legacy: LegacySealer | None) -> Opener:
+        """What opens the records of a log of format ``version``."""
+        if version >= FORMAT:
+            return sealer
+        if legacy is None:
+            raise InvalidConfig(
+                "legacy", None, f"{path} is a command log of format {version}, sealed with "
+                f"{LEGACY_SEALING}", "pass legacy=MasterSecret.legacy_sealer('log', ...)"
+            )
+        return legacy
 
     @staticmethod
     def _valid_record_at(data: Any, off: int) -> bool:
@@ -331,7 +354,9 @@ class CommandLog:
         return out, off
 
     @classmethod
-    def salvage(cls, path: str, sealer: Sealer, *, aad: bytes) -> dict[str, Any]:
+    def salvage(
+        cls, path: str, sealer: Sealer, *, aad: bytes, legacy: LegacySealer | None = None
+    ) -> dict[str, Any]:
         """Survey a damaged log without changing it (for ``neardup repair``).
 
         Walks the frames from the header on; where a frame fails, skips to the next
@@ -348,7 +373,8 @@ class CommandLog:
             raise NeardupIOError(path, exc) from exc
         if len(data) < _HEAD_LEN or data[:8] != _MAGIC:
             raise CorruptFile(path, "not a neardup command log (bad magic)")
-        _, _, base_seq = _HEAD.unpack_from(data, 0)
+        _, version, base_seq = _HEAD.unpack_from(data, 0)
+        reader = cls._reader(path, version, sealer, legacy)
         seqs: list[int] = []
         offsets: list[int] = []
         damaged: list[int] = []
@@ -358,7 +384,7 @@ class CommandLog:
             if not cls._valid_record_at(data, at):
                 return None
             try:
-                return cls._decode(path, data, at, sealer, aad).seq
+                return cls._decode(path, data, at, reader, aad).seq
             except (CorruptFile, struct.error, ValueError):
                 return None
 
@@ -388,7 +414,7 @@ class CommandLog:
 
     @classmethod
     def _refusal(
-        cls, path: str, data: Any, d: _Damage, sealer: Sealer, aad: bytes, base_seq: int
+        cls, path: str, data: Any, d: _Damage, sealer: Opener, aad: bytes, base_seq: int
     ) -> CorruptFile:
         """The :class:`CorruptFile` for damage at ``d.offset``: where, after which
         sequence number, and what to do."""
@@ -431,7 +457,7 @@ class CommandLog:
         )
 
     @staticmethod
-    def _decode(path: str, data: Any, off: int, sealer: Sealer, aad: bytes) -> Command:
+    def _decode(path: str, data: Any, off: int, sealer: Opener, aad: bytes) -> Command:
         _, n, _ = _REC.unpack_from(data, off)
         payload = bytes(data[off + _REC.size : off + _REC.size + n])
         plain = sealer.open(payload, aad, what=f"{path} at byte offset {off}")
@@ -480,6 +506,11 @@ class CommandLog:
         text = json.dumps(cmd.header, sort_keys=True, separators=(",", ":"), allow_nan=False)
         header = pack(text) if self.version >= 2 else text.encode("utf-8")
         plain = struct.pack("<QI", cmd.seq, len(header)) + header + cmd.blob
+        if not isinstance(self._sealer, Sealer):
+            raise Conflict(
+                f"{self.path} is a command log of format {self.version}, read-only here",
+                "rewrite it as the current format first (neardup.service.logupgrade)",
+            )
         payload = self._sealer.seal(plain, self._aad)
         return _REC.pack(_REC_MAGIC, len(payload), zlib.crc32(payload)) + payload
 

@@ -1,9 +1,10 @@
 """The feature store's on-disk format: tables, row checksums, sealing, upgrades.
 
-**Format 2** (this version) seals everything a request sent: item ids, media
+**Format 3** (this version) seals everything a request sent: item ids, media
 types, source times, band keys, idempotency keys and responses, decision
 records, links, policies, reviewer labels and failed-command reasons are
-AES-256-GCM sealed with the tenant's store key (:class:`~neardup.service._crypto.Sealer`).
+sealed with AES-256-SIV under the tenant's store key
+(:class:`~neardup.service._crypto.Sealer`, the key derived with HKDF-SHA256).
 Records (decisions, labels, policies, stored responses) are packed
 (:mod:`neardup.service.recordpack`) before they are sealed.  What stays in clear is what
 the engine counts and orders by: positions,
@@ -11,19 +12,26 @@ versions and sequence numbers, the keyed 64-bit content hash (the exact-copy
 lookup), shingle counts, tombstone epochs, event kinds, link states, a label's
 verdict and score, a failed command's operation name.
 
-**Lookups by sealed value.**  The sealer is deterministic (a synthetic nonce: a
-keyed hash of the associated data and the plaintext), so an id sealed under the
-same associated data is the same bytes every time: ``WHERE item_id = ?`` and the
-joins between ``items`` and ``links`` work on sealed ids, and reveal only which
-rows name the same id.  Every other sealed value is bound to its row (its
-position or sequence number), so a value copied to another row, table or tenant
-fails authentication.
+**Lookups by sealed value.**  The sealer is deterministic (SIV: the IV is a PRF of
+the associated data and the plaintext), so an id sealed under the same associated
+data is the same bytes every time: ``WHERE item_id = ?`` and the joins between
+``items`` and ``links`` work on sealed ids, and reveal only which rows name the
+same id.  Every other sealed value is bound to its row (its position or sequence
+number), so a value copied to another row, table or tenant fails authentication.
+Being deterministic, a replay of the command log writes the same bytes.
 
-**Format 1** (ids, decisions and labels in clear) is upgraded in place when a
-store is opened: inside one transaction, after the format-1 checksums are
-verified, so a crash leaves the old store intact and the next open upgrades it.
+**Upgrades**, each when a store is opened, inside one transaction, after the
+store's checksums are verified (a crash leaves the old store intact and the next
+open upgrades it); ``meta.format`` names the format:
 
-**Row checksums** (both formats): the XOR of a keyless 64-bit BLAKE2b digest of
+* **format 2** (the same tables, sealed with the first construction: AES-256-GCM
+  with a synthetic nonce, :class:`~neardup.service._crypto.LegacySealer`): every
+  sealed cell is opened and sealed again in place (:func:`upgrade_v2`);
+* **format 1** (ids, decisions and labels in clear; features and text sealed
+  with the first construction): rewritten as format 3 (:func:`upgrade_v1`), then
+  vacuumed so that no clear value stays in free pages.
+
+**Row checksums** (every format): the XOR of a keyless 64-bit BLAKE2b digest of
 each row, kept in ``nd_rowsums`` by triggers (see :mod:`neardup.service.store`).
 """
 
@@ -38,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neardup.core._errors import CorruptFile
-from neardup.service._crypto import Sealer
+from neardup.service._crypto import Opener, Sealer
 from neardup.service.recordpack import pack, unpack
 
 __all__ = [
@@ -46,6 +54,8 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_V1",
     "SUMS",
+    "UPGRADES",
+    "RowOpen",
     "RowSeal",
     "SchemaParts",
     "row_digest",
@@ -53,9 +63,12 @@ __all__ = [
     "schema_parts",
     "statements",
     "upgrade_v1",
+    "upgrade_v2",
 ]
 
-FORMAT = 2
+FORMAT = 3
+#: Formats upgraded to :data:`FORMAT` when opened (see the module docstring).
+UPGRADES = (1, 2)
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
@@ -220,13 +233,14 @@ def trigger_statements(parts: SchemaParts) -> list[str]:
     return out
 
 
-class RowSeal:
-    """Seals and opens the values of one tenant's store rows (see the module doc)."""
+class RowOpen:
+    """Opens the values of one tenant's store rows (see the module doc); with a
+    :class:`~neardup.service._crypto.LegacySealer`, those of a store being upgraded."""
 
-    __slots__ = ("_sealer", "_tenant", "path")
+    __slots__ = ("_opener", "_tenant", "path")
 
-    def __init__(self, sealer: Sealer, tenant: str, path: str) -> None:
-        self._sealer, self._tenant, self.path = sealer, tenant, path
+    def __init__(self, opener: Opener, tenant: str, path: str) -> None:
+        self._opener, self._tenant, self.path = opener, tenant, path
 
     def _ad(self, scope: str, key: object = "") -> bytes:
         return f"{self._tenant}\x00{scope}\x00{key}\x00".encode()
@@ -235,37 +249,27 @@ class RowSeal:
         """Associated data of a value bound to item row ``pos`` (features, text, ...)."""
         return f"{self._tenant}\x00{pos}\x00".encode() + what
 
-    # -- lookup values: equal plaintexts give equal bytes -----------------------
-    def ref(self, scope: str, value: str) -> bytes:
-        """``value`` sealed for lookups within ``scope`` (``id``, ``idem``, ``reviewer``)."""
-        return self._sealer.seal(value.encode("utf-8"), self._ad(scope))
+    def open_at(self, pos: int, what: bytes, blob: bytes | None) -> bytes | None:
+        """A value bound to item row ``pos`` (None stays None)."""
+        if blob is None:
+            return None
+        return self._opener.open(
+            bytes(blob), self.pos_ad(pos, what), what=f"{self.path} ({what.decode()} {pos})"
+        )
 
     def unref(self, scope: str, blob: bytes) -> str:
-        raw = self._sealer.open(bytes(blob), self._ad(scope), what=f"{self.path} ({scope})")
+        raw = self._opener.open(bytes(blob), self._ad(scope), what=f"{self.path} ({scope})")
         return raw.decode("utf-8")
-
-    # -- values bound to one row ---------------------------------------------------
-    def bind(self, scope: str, key: object, value: str | bytes | None) -> bytes | None:
-        """``value`` sealed to row ``key`` of ``scope`` (None stays None)."""
-        if value is None:
-            return None
-        raw = value.encode("utf-8") if isinstance(value, str) else value
-        return self._sealer.seal(raw, self._ad(scope, key))
 
     def unbind(self, scope: str, key: object, blob: bytes | None) -> bytes | None:
         if blob is None:
             return None
         what = f"{self.path} ({scope} {key})"
-        return self._sealer.open(bytes(blob), self._ad(scope, key), what=what)
+        return self._opener.open(bytes(blob), self._ad(scope, key), what=what)
 
     def unbind_str(self, scope: str, key: object, blob: bytes | None) -> str | None:
         raw = self.unbind(scope, key, blob)
         return None if raw is None else raw.decode("utf-8")
-
-    def bind_record(self, scope: str, key: object, text: str) -> bytes:
-        """A JSON record, packed (:mod:`neardup.service.recordpack`) and sealed to its row."""
-        out = self.bind(scope, key, pack(text))
-        return b"" if out is None else out
 
     def unbind_record(self, scope: str, key: object, blob: bytes) -> str:
         raw = self.unbind(scope, key, blob) or b""
@@ -275,16 +279,49 @@ class RowSeal:
             raise CorruptFile(self.path, f"{scope} {key}: {exc}") from None
 
 
+class RowSeal(RowOpen):
+    """Seals and opens the values of one tenant's store rows (see the module doc)."""
+
+    __slots__ = ("_sealer",)
+
+    def __init__(self, sealer: Sealer, tenant: str, path: str) -> None:
+        super().__init__(sealer, tenant, path)
+        self._sealer = sealer
+
+    def seal_at(self, pos: int, what: bytes, raw: bytes | None) -> bytes | None:
+        """``raw`` sealed to item row ``pos`` (None stays None)."""
+        return None if raw is None else self._sealer.seal(raw, self.pos_ad(pos, what))
+
+    # -- lookup values: equal plaintexts give equal bytes -----------------------
+    def ref(self, scope: str, value: str) -> bytes:
+        """``value`` sealed for lookups within ``scope`` (``id``, ``idem``, ``reviewer``)."""
+        return self._sealer.seal(value.encode("utf-8"), self._ad(scope))
+
+    # -- values bound to one row ---------------------------------------------------
+    def bind(self, scope: str, key: object, value: str | bytes | None) -> bytes | None:
+        """``value`` sealed to row ``key`` of ``scope`` (None stays None)."""
+        if value is None:
+            return None
+        raw = value.encode("utf-8") if isinstance(value, str) else value
+        return self._sealer.seal(raw, self._ad(scope, key))
+
+    def bind_record(self, scope: str, key: object, text: str) -> bytes:
+        """A JSON record, packed (:mod:`neardup.service.recordpack`) and sealed to its row."""
+        out = self.bind(scope, key, pack(text))
+        return b"" if out is None else out
+
+
 def _v1_rows(
     db: Any, table: str, cols: Sequence[str]
 ) -> list[tuple[Any, ...]]:
     return list(db.execute(f"SELECT {', '.join(cols)} FROM nd_v1_{table}").fetchall())  # noqa: S608
 
 
-def upgrade_v1(db: Any, seal: RowSeal, existing: set[str]) -> int:
-    """Rewrite a verified format-1 store as format 2 (the caller holds a
-    transaction); returns the rows rewritten.  ``existing``: the format-1 tables
-    present (an older store may lack some)."""
+def upgrade_v1(db: Any, old: RowOpen, seal: RowSeal, existing: set[str]) -> int:
+    """Rewrite a verified format-1 store as the current format (the caller holds a
+    transaction); returns the rows rewritten.  ``old`` opens the values format 1
+    sealed (features and text, with the first construction); ``existing``: the
+    format-1 tables present (an older store may lack some)."""
     v1 = schema_parts(SCHEMA_V1)
     v2 = schema_parts(SCHEMA)
     for t in v1.columns:
@@ -301,11 +338,14 @@ def upgrade_v1(db: Any, seal: RowSeal, existing: set[str]) -> int:
         db.execute(stmt)
     rid = functools.partial(seal.ref, "id")
     n = 0
-    # Cells the format-1 store held in clear, sealed here exactly as format 2
-    # writes them (see FeatureStore's write methods).
+    # Cells the format-1 store held in clear, sealed here exactly as the current
+    # format writes them (see FeatureStore's write methods); its sealed cells
+    # (features, text) opened and sealed again.
     converters: dict[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]] = {
         "items": lambda r: (
-            r[0], rid(r[1]), *r[2:7],
+            r[0], rid(r[1]), *r[2:5],
+            seal.seal_at(r[0], b"features", old.open_at(r[0], b"features", r[5])),
+            seal.seal_at(r[0], b"text", old.open_at(r[0], b"text", r[6])),
             None if r[7] is None else seal.bind("bandkeys", r[0], bytes(r[7])),
             seal.bind("media_type", r[0], r[8]),
             seal.bind("source_time", r[0], r[9]),
@@ -339,4 +379,71 @@ def upgrade_v1(db: Any, seal: RowSeal, existing: set[str]) -> int:
         db.execute(f"DROP TABLE nd_v1_{t}")
     for stmt in trigger_statements(v2):
         db.execute(stmt)
+    return n
+
+
+_Row = tuple[Any, ...]
+
+
+def _resealers(old: RowOpen, new: RowSeal) -> dict[str, Callable[[_Row], _Row]]:
+    """Per table: a format-2 row (its columns in schema order) with every sealed
+    cell opened by ``old`` and sealed again by ``new``, in the same place."""
+
+    def ref(scope: str, blob: bytes | None) -> bytes | None:
+        return None if blob is None else new.ref(scope, old.unref(scope, blob))
+
+    def bound(scope: str, key: object, blob: bytes | None) -> bytes | None:
+        return new.bind(scope, key, old.unbind(scope, key, blob))
+
+    def at(pos: int, what: bytes, blob: bytes | None) -> bytes | None:
+        return new.seal_at(pos, what, old.open_at(pos, what, blob))
+
+    def idem(r: _Row) -> _Row:
+        # The body and response are bound to the sealed key, which changes too.
+        key = ref("idem", r[0])
+        was, now = bytes(r[0]).hex(), bytes(key or b"").hex()
+        body = new.bind("idem-body", now, old.unbind("idem-body", was, r[1]))
+        resp = new.bind("idem-response", now, old.unbind("idem-response", was, r[3]))
+        return (key, body, r[2], resp)
+
+    return {
+        "items": lambda r: (
+            r[0], ref("id", r[1]), *r[2:5],
+            at(r[0], b"features", r[5]), at(r[0], b"text", r[6]),
+            bound("bandkeys", r[0], r[7]), bound("media_type", r[0], r[8]),
+            bound("source_time", r[0], r[9]), r[10],
+        ),
+        "idem": idem,
+        "events": lambda r: (r[0], r[1], ref("id", r[2]), bound("event", r[0], r[3])),
+        "links": lambda r: (ref("id", r[0]), r[1], ref("id", r[2]), r[3]),
+        "policies": lambda r: (r[0], bound("policy", r[0], r[1]), r[2]),
+        "failed": lambda r: (r[0], r[1], bound("failed", r[0], r[2])),
+        "labels": lambda r: (
+            r[0], ref("reviewer", r[1]), ref("id", r[2]), ref("id", r[3]), r[4], r[5],
+            bound("label", r[0], r[6]),
+        ),
+    }
+
+
+def upgrade_v2(db: Any, old: RowOpen, seal: RowSeal, *, batch: int = 512) -> int:
+    """Seal every sealed cell of a verified format-2 store again with the current
+    sealer (``old`` opens them), row by row in place; returns the rows rewritten.
+
+    The caller holds a transaction, so a crash leaves format 2 whole; the row
+    checksum triggers follow each update.  Rows are read ``batch`` at a time.
+    """
+    n = 0
+    for table, convert in _resealers(old, seal).items():
+        cols = schema_parts(SCHEMA).columns[table]
+        select = (
+            f"SELECT rowid, {', '.join(cols)} FROM {table} "  # noqa: S608
+            "WHERE rowid > ? ORDER BY rowid LIMIT ?"
+        )
+        update = f"UPDATE {table} SET {', '.join(f'{c}=?' for c in cols)} WHERE rowid=?"  # noqa: S608
+        last = -(2**63)
+        while rows := db.execute(select, (last, batch)).fetchall():
+            for r in rows:
+                db.execute(update, (*convert(tuple(r[1:])), r[0]))
+            last = rows[-1][0]
+            n += len(rows)
     return n

@@ -4,9 +4,9 @@ One row per stored item version: its position in the band index, the item id,
 the exact-content hash, the sorted distinct shingle hashes, optionally the
 normalized text (only when the tenant retains text), and the band keys (so the
 in-memory index is rebuilt without re-hashing).  Every value a request sent is
-sealed with the tenant's store key; ids are sealed deterministically so that
-lookups and joins work on the sealed bytes (see :mod:`neardup.service.storeformat`,
-which also upgrades stores of the first format).
+sealed with the tenant's store key (AES-256-SIV); ids are sealed deterministically
+so that lookups and joins work on the sealed bytes (see :mod:`neardup.service.storeformat`,
+which also upgrades stores of formats 1 and 2).
 
 The store is *derived* state: every change is first written to the command log
 (:mod:`neardup.service.cmdlog`), and ``meta.applied_seq`` records the last command
@@ -38,7 +38,7 @@ tampering (they are keyless; the sealed values are authenticated for that).
 
 The class is cut by concern, like :class:`~neardup.service.tenant.Tenant`:
 ``core`` (:class:`FeatureStore`: open and verify, files) over mixins
-``integrity`` (format, schema, row checksums, the format-1 upgrade), ``reads``
+``integrity`` (format, schema, row checksums, the upgrades), ``reads``
 (:class:`StoredItem`, items, features, decisions, digests) and ``writes`` (the
 commands applied, each in one transaction), sharing ``_state`` (the connection,
 meta rows, sealing, transactions); ``connection`` holds the SQLite plumbing

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.service._crypto import Sealer
+from neardup.service._crypto import LegacySealer, Sealer
 from neardup.service.store.connection import Serialized
 from neardup.service.storeformat import RowSeal
 
@@ -24,6 +24,7 @@ class StoreState:
     path: str
     upgraded_rows: int
     _sealer: Sealer
+    _legacy: LegacySealer | None
     _tenant: str
     _seal: RowSeal
     _pending_applied: int | None

@@ -6,18 +6,20 @@ import os
 import sqlite3
 
 from neardup.core._errors import CorruptFile, NeardupIOError
-from neardup.service._crypto import Sealer
+from neardup.service._crypto import LegacySealer, Sealer
 from neardup.service.store.connection import Serialized, store_error
 from neardup.service.store.integrity import IntegrityMixin
 from neardup.service.store.reads import ReadsMixin
 from neardup.service.store.writes import WritesMixin
-from neardup.service.storeformat import FORMAT, SCHEMA, RowSeal, rowmix
+from neardup.service.storeformat import FORMAT, SCHEMA, UPGRADES, RowSeal, rowmix
 
 
 class FeatureStore(IntegrityMixin, ReadsMixin, WritesMixin):
     """SQLite feature store of one tenant (see :mod:`neardup.service.store`)."""
 
-    def __init__(self, path: str, sealer: Sealer, tenant: str) -> None:
+    def __init__(
+        self, path: str, sealer: Sealer, tenant: str, *, legacy: LegacySealer | None = None
+    ) -> None:
         """Open (creating if absent) and verify the store (see :mod:`neardup.service.store`).
 
         Every read made here — the SQLite header, the integrity check, the schema,
@@ -26,10 +28,13 @@ class FeatureStore(IntegrityMixin, ReadsMixin, WritesMixin):
         (damage: the caller may set the file aside and rebuild it) or
         :class:`~neardup.NeardupIOError` (the disk or the environment, not the
         file: rebuilding would not help), never as a raw ``sqlite3`` error.  A
-        format-1 store is verified, then upgraded in one transaction.
+        store of an earlier format (1 or 2) is verified, then upgraded in one
+        transaction; ``legacy`` opens what it sealed with the first construction
+        (:class:`~neardup.InvalidConfig` if such a store is met without it).
         """
         self.path = path
         self._sealer = sealer
+        self._legacy = legacy
         self._tenant = tenant
         self._seal = RowSeal(sealer, tenant, path)
         self._pending_applied: int | None = None
@@ -70,9 +75,14 @@ class FeatureStore(IntegrityMixin, ReadsMixin, WritesMixin):
             fmt = self.meta("format")
             if fmt is None:
                 self._set_meta("format", str(FORMAT))
+            elif fmt == "2":
+                self._upgrade_sealing()
             elif fmt != str(FORMAT):
                 raise CorruptFile(
-                    path, f"meta format is {fmt!r}; this version reads format {FORMAT}"
+                    path,
+                    f"meta format is {fmt!r}; this version reads format {FORMAT} (and "
+                    f"upgrades formats {' and '.join(map(str, UPGRADES))} when it opens them)",
+                    "open it with the version of neardup that wrote it",
                 )
         except BaseException as exc:
             self._db.close()

@@ -1,22 +1,25 @@
 """The store's format and its verification: the schema, the row checksums, the
-SQLite integrity check and the upgrade of a format-1 store."""
+SQLite integrity check and the upgrades of stores of formats 1 and 2."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
 
-from neardup.core._errors import CorruptFile
+from neardup.core._errors import CorruptFile, InvalidConfig
+from neardup.service._crypto import LEGACY_SEALING, SEALING
 from neardup.service.store._state import StoreState
 from neardup.service.storeformat import (
     FORMAT,
     SCHEMA,
     SCHEMA_V1,
     SUMS,
+    RowOpen,
     norm_sql,
     row_digest,
     schema_parts,
     upgrade_v1,
+    upgrade_v2,
 )
 
 
@@ -45,10 +48,36 @@ class IntegrityMixin(StoreState):
                 f"creates ({len(unknown)} such entries)",
             )
 
+    def _legacy_rows(self, fmt: int) -> RowOpen:
+        """What opens the values a store of format ``fmt`` sealed with the first
+        construction, or :class:`InvalidConfig` if the store was opened without it."""
+        if self._legacy is None:
+            raise InvalidConfig(
+                "legacy",
+                None,
+                f"{self.path} is a store of format {fmt}, sealed with {LEGACY_SEALING}; "
+                f"upgrading it to format {FORMAT} ({SEALING}) needs the sealer it was "
+                "written with",
+                "pass legacy=MasterSecret.legacy_sealer('features', tenant, version=...) "
+                "to FeatureStore (a tenant does)",
+            )
+        return RowOpen(self._legacy, self._tenant, self.path)
+
+    def _upgrade_sealing(self) -> None:
+        """Seal a verified format-2 store again with the current sealer, in one
+        transaction (a crash leaves format 2; the next open upgrades again)."""
+        old = self._legacy_rows(2)
+        with self._tx():
+            self.upgraded_rows = upgrade_v2(self._db, old, self._seal)
+            self._set_meta("format", str(FORMAT))
+        # The WAL holds a copy of every page the upgrade wrote: empty it.
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def _upgrade(self, present: set[tuple[str, str, str, str]]) -> None:
-        """Verify a format-1 store as it is, then rewrite it as format 2 in one
-        transaction (a crash leaves format 1; the next open upgrades again)."""
+        """Verify a format-1 store as it is, then rewrite it as the current format in
+        one transaction (a crash leaves format 1; the next open upgrades again)."""
         self._refuse_unknown(present, SCHEMA_V1)
+        old = self._legacy_rows(1)
         names = {e[1] for e in present if e[0] == "table"}
         if SUMS in names:
             summed = {str(r[0]) for r in self._db.execute(f"SELECT tbl FROM {SUMS}")}  # noqa: S608
@@ -57,7 +86,7 @@ class IntegrityMixin(StoreState):
                 raise CorruptFile(self.path, f"table {missing[0]!r} has no row checksum")
             self._verify_rows(SCHEMA_V1, set(schema_parts(SCHEMA_V1).columns) - names)
         with self._tx():
-            self.upgraded_rows = upgrade_v1(self._db, self._seal, names)
+            self.upgraded_rows = upgrade_v1(self._db, old, self._seal, names)
             self._db.execute(
                 "INSERT OR REPLACE INTO meta(k, v) VALUES ('format', ?)", (str(FORMAT),)
             )

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core.config import Config
-from neardup.service._crypto import MasterSecret, Sealer
+from neardup.service._crypto import LegacySealer, MasterSecret, Sealer
 from neardup.service.cmdlog import Command, CommandLog
 from neardup.service.decisions import Policy
 from neardup.service.online import BandIndex
@@ -100,6 +100,9 @@ class TenantState:
     _log_sealer: Sealer
     _snap_mac: bytes
     _snap_sealer: Sealer
+    _legacy_sealer: LegacySealer
+    _legacy_log_sealer: LegacySealer
+    _legacy_snap_sealer: LegacySealer
     _master_fp: str
     _master: MasterSecret
     _norm: Normalizer
@@ -127,6 +130,8 @@ class TenantState:
         def _path(self, name: str) -> str: ...
 
         def _current_gen(self) -> int: ...
+
+        def _open_store(self, path: str) -> FeatureStore: ...
 
         def _open(self) -> None: ...
 

@@ -20,7 +20,10 @@ from neardup.service.decisions import Policy
 Guard = Callable[["TenantConfig", Policy], list[str]]
 
 _TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}\Z")  # \Z: "$" allows a final "\n"
-SNAPSHOT_FORMAT = 1
+#: Snapshot format written: 2 seals the store with AES-256-SIV; 1 (read, never
+#: written) sealed it with the first construction (AES-256-GCM, synthetic nonce).
+SNAPSHOT_FORMAT = 2
+SNAPSHOT_READS = (1, 2)
 
 
 def valid_tenant_id(tenant: str) -> str:

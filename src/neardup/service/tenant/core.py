@@ -22,9 +22,8 @@ from neardup.core._errors import (
     SchemeMismatch,
 )
 from neardup.core.persist import atomic_write
-from neardup.service._crypto import MasterSecret, Sealer
+from neardup.service._crypto import MasterSecret
 from neardup.service.cmdlog import CommandLog
-from neardup.service.store import FeatureStore
 from neardup.service.tenant._state import Counters
 from neardup.service.tenant.config import TenantConfig, valid_tenant_id
 from neardup.service.tenant.ingest import IngestMixin
@@ -120,10 +119,16 @@ class Tenant(
         self.scheme: SchemeDescriptor = self.hasher.scheme
         self.bands, self.rows = self.dedup.layout
         self.predicted_recall = candidate_probability(config.threshold, self.bands, self.rows)
-        self._sealer = Sealer(master.derive("features", tenant, version=config.scheme_version))
-        self._log_sealer = Sealer(master.derive("log", tenant, version=config.scheme_version))
-        self._snap_mac = master.derive("snapshot-mac", tenant, version=config.scheme_version)
-        self._snap_sealer = Sealer(master.derive("snapshot", tenant, version=config.scheme_version))
+        # Sealing keys (HKDF) and, to read and upgrade what the first construction
+        # sealed, that construction's keys (keyed BLAKE2b); see service._crypto.
+        v = config.scheme_version
+        self._sealer = master.sealer("features", tenant, version=v)
+        self._log_sealer = master.sealer("log", tenant, version=v)
+        self._snap_sealer = master.sealer("snapshot", tenant, version=v)
+        self._legacy_sealer = master.legacy_sealer("features", tenant, version=v)
+        self._legacy_log_sealer = master.legacy_sealer("log", tenant, version=v)
+        self._legacy_snap_sealer = master.legacy_sealer("snapshot", tenant, version=v)
+        self._snap_mac = master.derive("snapshot-mac", tenant, version=v)
         self._master_fp = master.fingerprint
         self._master = master
         self._norm = get_normalizer(config.normalizer)
@@ -340,10 +345,12 @@ class Tenant(
     ) -> dict[str, Any]:
         t, root = self, self.root
         gen = t._current_gen()
-        survey = CommandLog.salvage(damage.path, t._log_sealer, aad=t._aad)
+        survey = CommandLog.salvage(
+            damage.path, t._log_sealer, aad=t._aad, legacy=t._legacy_log_sealer
+        )
         store_path = t._path(f"features-{gen}.sqlite")
         try:
-            store = FeatureStore(store_path, t._sealer, t.tenant)
+            store = t._open_store(store_path)
         except (CorruptFile, NeardupIOError) as exc:
             report.update(survey=survey, store=f"unusable: {exc}")
             report["next"] = "both the log and the store are damaged: restore from a backup"

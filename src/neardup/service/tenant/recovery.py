@@ -20,8 +20,9 @@ from neardup.core._errors import (
 )
 from neardup.core._fingerprint import canonical_json
 from neardup.core.persist import atomic_write
-from neardup.service.cmdlog import Command, CommandLog
+from neardup.service.cmdlog import Command
 from neardup.service.decisions import GENESIS, Policy, chain_hash
+from neardup.service.logupgrade import open_current
 from neardup.service.online import BandIndex
 from neardup.service.store import FeatureStore, store_error
 from neardup.service.tenant._state import TenantState
@@ -40,6 +41,20 @@ class RecoveryMixin(TenantState):
                 return int(json.load(fh)["generation"])
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptFile(path, f"unreadable generation pointer ({exc})") from exc
+
+    def _open_store(self, path: str) -> FeatureStore:
+        """The feature store at ``path``, opened with this tenant's sealers (one of an
+        earlier format is upgraded: see :mod:`neardup.service.storeformat`)."""
+        store = FeatureStore(path, self._sealer, self.tenant, legacy=self._legacy_sealer)
+        if store.upgraded_rows:
+            _log.info(
+                "tenant %s: store %s upgraded to format %s (%d rows)",
+                self.tenant,
+                path,
+                store.meta("format"),
+                store.upgraded_rows,
+            )
+        return store
 
     def _open(self) -> None:
         """Open the current generation.  Every read of the store during start-up is
@@ -68,13 +83,26 @@ class RecoveryMixin(TenantState):
         self.generation = gen
         store_path = self._path(f"features-{gen}.sqlite")
         # The log first: damage in its middle stops start-up whatever the store says.
-        self.log = CommandLog.open(self._path(f"log-{gen}.ndlog"), self._log_sealer, aad=self._aad)
+        # One of an earlier format is rewritten in the current one (service.logupgrade).
+        self.log = open_current(
+            self._path(f"log-{gen}.ndlog"),
+            self._log_sealer,
+            aad=self._aad,
+            legacy=self._legacy_log_sealer,
+        )
+        if self.log.upgraded_from is not None:
+            _log.info(
+                "tenant %s: command log upgraded from format %d (%d records sealed again)",
+                self.tenant,
+                self.log.upgraded_from,
+                self.log.upgraded_records,
+            )
         self.trimmed_bytes = self.log.trimmed_bytes
         if damage is None:
             try:
                 # Opening verifies the store (integrity check, meta rows): any
                 # damage SQLite can see is a CorruptFile here, never a raw error.
-                self.store = FeatureStore(store_path, self._sealer, self.tenant)
+                self.store = self._open_store(store_path)
                 if self.store.applied_seq < self.log.base_seq:
                     self.store.close()
                     raise CorruptFile(
@@ -150,7 +178,7 @@ class RecoveryMixin(TenantState):
         if db:
             atomic_write(store_path, db)
         try:
-            store = FeatureStore(store_path, self._sealer, self.tenant)
+            store = self._open_store(store_path)
         except CorruptFile as exc:
             raise CorruptFile(
                 store_path, f"the store rebuilt from {name} fails its check: {exc.reason}"

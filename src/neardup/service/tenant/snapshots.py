@@ -17,9 +17,8 @@ from neardup.core._errors import Conflict, CorruptFile, SchemeMismatch
 from neardup.core.persist import atomic_write
 from neardup.service.cmdlog import Command, CommandLog
 from neardup.service.decisions import Policy
-from neardup.service.store import FeatureStore
 from neardup.service.tenant._state import TenantState
-from neardup.service.tenant.config import SNAPSHOT_FORMAT, Guard
+from neardup.service.tenant.config import SNAPSHOT_FORMAT, SNAPSHOT_READS, Guard
 
 _log = logging.getLogger("neardup.service.manager")
 
@@ -58,9 +57,10 @@ class SnapshotsMixin(TenantState):
 
         Layout: an uncompressed tar of ``manifest.json`` (format version, tenant,
         scheme descriptor, last applied sequence, per-file SHA-256), ``manifest.hmac``
-        (HMAC-SHA256 of the manifest under the tenant's snapshot key) and
-        ``features.sqlite.sealed`` (the store, AES-GCM sealed).  Never contains the
-        master secret or any key.
+        (HMAC-SHA256 of the manifest under the tenant's snapshot MAC key) and
+        ``features.sqlite.sealed`` (the store, sealed with AES-256-SIV under the
+        tenant's snapshot key; format 1, still restored, sealed it with AES-256-GCM
+        and a synthetic nonce).  Never contains the master secret or any key.
         """
         with self._lock:
             tmp = self._path(f".snap-{self.seq}.sqlite")
@@ -151,8 +151,13 @@ class SnapshotsMixin(TenantState):
             raise CorruptFile(what, f"manifest is not JSON ({exc})") from exc
         if manifest.get("format") != "neardup-snapshot":
             raise CorruptFile(what, "manifest is not a neardup snapshot manifest")
-        if manifest.get("format_version") != SNAPSHOT_FORMAT:
-            raise CorruptFile(what, f"format version {manifest.get('format_version')} unsupported")
+        version = manifest.get("format_version")
+        if version not in SNAPSHOT_READS:
+            raise CorruptFile(
+                what,
+                f"format version {version!r} unsupported (this version reads {SNAPSHOT_READS})",
+                "restore it with the version of neardup that wrote it",
+            )
         if manifest.get("tenant") != self.tenant:
             raise Conflict(
                 f"snapshot belongs to tenant {manifest.get('tenant')!r}, not {self.tenant!r}",
@@ -171,9 +176,9 @@ class SnapshotsMixin(TenantState):
         if hashlib.sha256(sealed).hexdigest() != entry.get("sha256"):
             raise CorruptFile(what, "features.sqlite.sealed fails its SHA-256")
         seq = int(manifest["last_seq"])
-        db = self._snap_sealer.open(
-            sealed, f"snapshot\x00{self.tenant}\x00{seq}".encode(), what=what
-        )
+        # The manifest (format version included) is authenticated: choose its sealer.
+        opener = self._snap_sealer if version == SNAPSHOT_FORMAT else self._legacy_snap_sealer
+        db = opener.open(sealed, f"snapshot\x00{self.tenant}\x00{seq}".encode(), what=what)
         return manifest, db
 
     def restore(
@@ -201,7 +206,7 @@ class SnapshotsMixin(TenantState):
                 if os.path.exists(p):
                     os.unlink(p)
             atomic_write(new_store, db)
-            check = FeatureStore(new_store, self._sealer, self.tenant)
+            check = self._open_store(new_store)
             try:
                 if not check.integrity_ok() or check.applied_seq != seq:
                     raise CorruptFile(new_store, "restored store fails its integrity check")
