@@ -137,7 +137,13 @@ def test_a_killed_runs_folders_are_removed_by_the_next_run(tmp_path: Path) -> No
     work.mkdir()
     proc = _start(corpus, work / "out", "--spill")
     deadline = time.monotonic() + 60
-    while not any(name.startswith(".neardup-work-") for name in _leftovers(work)):
+    # Killed once its working folder is claimed (owner file in place): a folder seen
+    # between its mkdir and its claim has no owner yet, and the next run leaves
+    # such a young unowned folder alone (it may belong to a run just starting).
+    while not any(
+        name.startswith(".neardup-work-") and (work / name / OWNER_FILE).exists()
+        for name in _leftovers(work)
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, "no working folder seen"
         time.sleep(0.002)
     proc.kill()
