@@ -320,6 +320,45 @@ def test_vector_headline_says_what_was_measured() -> None:
         says(README, f"no `nprobe` up to {max(sweep)} reached the {ivf['recall_target']:g} recall")
 
 
+def _report() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "benchmarks" / "report.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_benchmarks_vector_section_is_generated_and_read() -> None:
+    """benchmarks/README's vector table is report.py's output for the committed
+    results, and its reading of the table quotes the same figures."""
+    d = result("vectors.json")
+    says(BENCH_README, " ".join(_report().vectors_table(d).split()))
+    nd, r, ivf = d["neardup"], d["ratios"], d["faiss_ivf"]
+    sweep = {x["nprobe"]: x["recall_on_sample"] for x in ivf["nprobe_sweep"]}
+    below = max(p for p in sweep if p < ivf["nprobe"])
+    queries = min(d[k]["queries_searched"] for k in ("faiss_lsh_256", "faiss_multihash"))
+    share = nd["timings_s"]["signatures"] / nd["seconds"]
+    says(
+        BENCH_README,
+        f"vectors in {nd['seconds']:.0f} s end to end",
+        f"`IndexLSH` takes {r['faiss_lsh_256_seconds_over_neardup']:.0f}× as long at 256 bits",
+        f"({r['faiss_lsh_1024_seconds_over_neardup']:.0f}× at 1024 bits)",
+        f"neardup's layout {r['faiss_multihash_seconds_over_neardup']:.0f}×",
+        f"needs `nprobe` {ivf['nprobe']} of {ivf['nlist']:,} lists",
+        f"({ivf['recall_on_sample']:.4f} on the sample; {below} gives {sweep[below]:.3f})",
+        f"{r['faiss_ivf_seconds_over_neardup']:.0f}× neardup's time",
+        f"measured at {nd['recall_same_cluster']:.3f}",
+        f"only {nd['exact_scores']:,} exact cosines",
+        f"{nd['edge_check']['checked']:,} of neardup's edges",
+        f"about {round(queries, -3):,} (IndexLSH, MultiHash) and "
+        f"{ivf['queries_searched']:,} (IVF) searched queries",
+        f"take about {round(share * 10) * 10} % of its time",
+        f"the MultiHash build took {d['faiss_multihash']['timings_s']['train_add']:.0f} s here",
+    )
+
+
 def test_machine_of_each_results_file() -> None:
     by_cpu: dict[str, list[str]] = {}
     for path in sorted(RESULTS.glob("*.json")):
