@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from batch.corpora import LIMITED, MIXED_DOCS
 from neardup import (
     Config,
     Deduplicator,
@@ -21,15 +22,8 @@ CFG = Config(threshold=0.6, shingle=ShingleSpec(kind="word", k=1))
 
 
 def test_exact_duplicates_empties_and_limits_are_reported() -> None:
-    docs = [
-        "Hello  World again and again",
-        "hello world again and again",
-        "",
-        "   ",
-        "x" * 50,
-        "unique words that nobody else has here",
-    ]
-    cfg = Config(max_document_bytes=40, shingle=ShingleSpec(kind="word", k=2))
+    docs = list(MIXED_DOCS)
+    cfg = LIMITED
     d = Deduplicator(cfg)
     with pytest.raises(EmptyDocument):
         d.add("e", "  ")

@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pytest
 
+from batch.corpora import LIMITED, MIXED_DOCS
 from neardup import (
     Config,
     Deduplicator,
@@ -123,15 +124,8 @@ def test_recall_on_real_text_at_default_settings() -> None:
 
 
 def test_exact_duplicates_empties_and_limits_are_reported() -> None:
-    docs = [
-        "Hello  World again and again",
-        "hello world again and again",
-        "",
-        "   ",
-        "x" * 50,
-        "unique words that nobody else has here",
-    ]
-    cfg = Config(max_document_bytes=40, shingle=ShingleSpec(kind="word", k=2))
+    docs = list(MIXED_DOCS)
+    cfg = LIMITED
     r = find_duplicates(docs, config=cfg)
     assert r.empty.tolist() == [2, 3]
     assert r.too_large.tolist() == [4]

@@ -10,13 +10,21 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from neardup.core import leftovers
-from neardup.core.leftovers import OWNER_FILE, disown, owned_folder, release, sweep
+from neardup.core.leftovers import (
+    CLAIM_PREFIX,
+    OWNER_FILE,
+    disown,
+    owned_folder,
+    release,
+    sweep,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file locks")
 
@@ -143,3 +151,103 @@ def test_own_folders_release_and_disown(tmp_path: Path) -> None:
 
 def test_sweep_of_a_missing_parent_is_empty(tmp_path: Path) -> None:
     assert sweep(str(tmp_path / "nope")) == []
+
+
+def _age(path: Path, seconds: float = 120) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_a_new_folder_is_claimed_before_it_gets_its_working_name(tmp_path: Path) -> None:
+    a = owned_folder(".neardup-tmp-", str(tmp_path), "the outputs ({path})")
+    names = sorted(os.listdir(tmp_path))
+    assert names == [os.path.basename(a)]  # no claim folder is left behind
+    assert os.listdir(a) == [OWNER_FILE]
+    assert leftovers._held[a][1] == f"the outputs ({a})"
+    release(a)
+
+
+def test_a_killed_runs_claim_folder_is_removed_once_a_minute_old(tmp_path: Path) -> None:
+    empty = tmp_path / (CLAIM_PREFIX + "a")
+    empty.mkdir()
+    half = tmp_path / (CLAIM_PREFIX + "b")
+    half.mkdir()
+    (half / (OWNER_FILE + ".new")).write_text('{"pid": 1')
+    said: list[str] = []
+    assert sweep(str(tmp_path), say=said.append) == [] and said == []  # maybe being claimed
+    _age(empty)
+    _age(half)
+    removed = sweep(str(tmp_path), say=said.append)
+    assert sorted(removed) == [str(empty), str(half)] and len(said) == 2
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_claim_folder_with_other_files_is_left(tmp_path: Path) -> None:
+    odd = tmp_path / (CLAIM_PREFIX + "c")
+    odd.mkdir()
+    (odd / "data.bin").write_bytes(b"x")
+    _age(odd)
+    assert sweep(str(tmp_path), say=lambda _s: None) == []
+    assert (odd / "data.bin").exists()
+
+
+def test_a_claim_folder_whose_owner_died_is_swept_as_any_dead_runs(tmp_path: Path) -> None:
+    d = _dead_folder(tmp_path, CLAIM_PREFIX + "d")
+    assert sweep(str(tmp_path), say=lambda _s: None) == [str(d)]
+
+
+def test_a_taken_working_name_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The claim's suffix names the working folder; if that name is taken (an empty
+    # folder included, which rename() would replace) another name is drawn.
+    taken_full = tmp_path / ".neardup-tmp-same"
+    taken_full.mkdir()
+    (taken_full / "payload").write_text("keep")
+    taken_empty = tmp_path / ".neardup-tmp-same2"
+    taken_empty.mkdir()
+    calls = iter(["same", "same2"])
+
+    def fixed_mkdtemp(prefix: str, dir: str) -> str:
+        path = os.path.join(dir, prefix + next(calls))
+        os.mkdir(path)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", fixed_mkdtemp)
+    a = owned_folder(".neardup-tmp-", str(tmp_path), "a")
+    b = owned_folder(".neardup-tmp-", str(tmp_path), "b")
+    assert {a, b}.isdisjoint({str(taken_full), str(taken_empty)})
+    assert (taken_full / "payload").read_text() == "keep" and taken_empty.is_dir()
+    assert all(os.path.exists(os.path.join(p, OWNER_FILE)) for p in (a, b))
+    release(a)
+    release(b)
+
+
+CHURN = """
+import sys
+import tempfile
+from neardup.core.leftovers import owned_folder, release
+print("go", flush=True)
+while True:
+    release(owned_folder(".neardup-work-", sys.argv[1], "w"))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_kill_9_at_any_moment_leaves_nothing_a_sweep_keeps(tmp_path: Path) -> None:
+    # Killed at random points of create/claim/rename/release, a run leaves at most
+    # a claim folder or a working folder with an unlocked owner: all swept.
+    env = dict(os.environ, PYTHONPATH=SRC)
+    for delay in (0.05, 0.11, 0.17, 0.23, 0.31):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHURN, str(tmp_path)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "go"
+        time.sleep(delay)
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+    for name in os.listdir(tmp_path):
+        _age(tmp_path / name)
+    sweep(str(tmp_path), say=lambda _s: None)
+    assert os.listdir(tmp_path) == []

@@ -13,8 +13,11 @@ included), so a folder whose owner file can be locked belongs to no running proc
 * :func:`sweep` removes, from one parent folder, the folders of runs that ended,
   and says so on stderr (one line each: the path and its size).  It never removes
   a folder whose owner file is locked (a live run), nor one whose owner ran on
-  another host; folders with no owner file (made by an older neardup, or being
-  created this instant) are only mentioned, once they are a minute old.
+  another host; folders with no owner file (made by an older neardup) are only
+  mentioned, once they are a minute old.  A folder is created as
+  ``.neardup-claim-*``, claimed there, and only then renamed to its working name, so
+  a working folder always has its owner file; a claim folder a killed run left
+  (empty but for a half-written owner file) is removed once a minute old.
 * :func:`install_signal_handlers` (the ``neardup dedup`` command) makes SIGINT and
   SIGTERM remove the folders this process owns, print one line, and end the
   process with status 130 or 143, also while a compiled kernel runs.
@@ -26,6 +29,7 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -39,6 +43,7 @@ from types import FrameType
 from neardup.core._posix import file_locks
 
 __all__ = [
+    "CLAIM_PREFIX",
     "OWNER_FILE",
     "PREFIXES",
     "adopt",
@@ -54,8 +59,11 @@ __all__ = [
 
 OWNER_FILE = ".neardup-owner"
 PREFIXES = (".neardup-tmp-", ".neardup-work-", ".neardup-old-")
-# A folder with no owner file may be one another run is creating right now.
+#: Where :func:`owned_folder` creates a folder before it has an owner file.
+CLAIM_PREFIX = ".neardup-claim-"
+# A claim folder with no owner file may be one another run is creating right now.
 _UNOWNED_GRACE_S = 60.0
+_NAME_ATTEMPTS = 100
 
 # folder -> (fd of its locked owner file, what it is, for the exit message)
 _held: dict[str, tuple[int, str]] = {}
@@ -110,17 +118,42 @@ def _claim(path: str, what: str) -> None:
 def owned_folder(prefix: str, parent: str, what: str) -> str:
     """A new folder ``parent/<prefix>XXXX`` locked as this process's own.
 
-    ``what`` names it in the message printed if a signal ends the run (``{path}``
-    in it is replaced by the folder's path).  Raises OSError as
-    :func:`tempfile.mkdtemp` does."""
+    The folder is made as ``parent/.neardup-claim-XXXX``, its owner file locked
+    there, and then renamed to its working name: no process ever sees a working
+    folder without its owner, and a run killed half-way leaves only an empty claim
+    folder that :func:`sweep` removes.  ``what`` names the folder in the message
+    printed if a signal ends the run (``{path}`` in it is replaced by the folder's
+    path).  Raises OSError as :func:`tempfile.mkdtemp` does."""
     with critical():
-        path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        claim = tempfile.mkdtemp(prefix=CLAIM_PREFIX, dir=parent)
         try:
-            _claim(path, what.replace("{path}", path))
+            _claim(claim, what)
+            path = _rename_claimed(claim, prefix, parent)
         except BaseException:
-            shutil.rmtree(path, ignore_errors=True)
+            release(claim)
             raise
+        fd, _what = _held.pop(claim)
+        _held[path] = (fd, what.replace("{path}", path))
     return path
+
+
+def _rename_claimed(claim: str, prefix: str, parent: str) -> str:
+    suffix = os.path.basename(claim)[len(CLAIM_PREFIX) :]
+    for attempt in range(_NAME_ATTEMPTS):
+        path = os.path.join(parent, prefix + (suffix if attempt == 0 else secrets.token_hex(6)))
+        if os.path.lexists(path):
+            continue
+        try:
+            # POSIX rename replaces an *empty* directory: lexists() above and the
+            # owner file every working folder has keep that from happening to a
+            # folder that is in use; ENOTEMPTY/EEXIST mean another one took the name.
+            os.rename(claim, path)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                continue
+            raise
+        return path
+    raise FileExistsError(errno.EEXIST, f"no free name for a {prefix}* folder", parent)
 
 
 def adopt(path: str, what: str) -> None:
@@ -200,7 +233,7 @@ def sweep(parent: str, say: Callable[[str], None] = _say) -> list[str]:
     here = socket.gethostname()
     fcntl = file_locks()
     for name in names:
-        if not name.startswith(PREFIXES):
+        if not name.startswith((*PREFIXES, CLAIM_PREFIX)):
             continue
         path = os.path.join(parent, name)
         if path in _held or not os.path.isdir(path) or os.path.islink(path):
@@ -208,7 +241,10 @@ def sweep(parent: str, say: Callable[[str], None] = _say) -> list[str]:
         try:
             fd = os.open(os.path.join(path, OWNER_FILE), os.O_RDWR | os.O_CLOEXEC)
         except FileNotFoundError:
-            _unowned(path, say)
+            if name.startswith(CLAIM_PREFIX):
+                removed.extend(_stale_claim(path, say))
+            else:
+                _unowned(path, say)
             continue
         except OSError:
             continue
@@ -259,12 +295,32 @@ def _read_owner(fd: int) -> dict[str, object]:
     return rec if isinstance(rec, dict) else {}
 
 
-def _unowned(path: str, say: Callable[[str], None]) -> None:
+def _age(path: str) -> float | None:
     try:
-        age = time.time() - os.stat(path).st_mtime
+        return time.time() - os.stat(path).st_mtime
     except OSError:
-        return
-    if age >= _UNOWNED_GRACE_S:
+        return None
+
+
+def _stale_claim(path: str, say: Callable[[str], None]) -> list[str]:
+    """Remove a claim folder a run was killed in before it locked its owner file.
+
+    Such a folder holds at most a half-written ``.neardup-owner.new``: no data."""
+    age = _age(path)
+    if age is None or age < _UNOWNED_GRACE_S:
+        return []  # maybe being claimed this instant
+    with contextlib.suppress(OSError):
+        if set(os.listdir(path)) <= {OWNER_FILE + ".new"}:
+            _remove(path)
+    if os.path.lexists(path):
+        return []
+    say(f"neardup: removed {path}, an empty folder of an earlier run that was stopped")
+    return [path]
+
+
+def _unowned(path: str, say: Callable[[str], None]) -> None:
+    age = _age(path)
+    if age is not None and age >= _UNOWNED_GRACE_S:
         say(
             f"neardup: left {path} ({_human(_size(path))}): it has no owner record (made "
             "by an older neardup?); delete it if no neardup run is using it"
