@@ -15,6 +15,12 @@ old version, check with the new one::
     python scripts/golden_outputs.py --input big.jsonl --write /tmp/before.json
     python scripts/golden_outputs.py --input big.jsonl --check /tmp/before.json
 
+With ``--input`` the runs are ``dedup`` (defaults and ``--method exact``),
+``audit`` and ``split`` of that corpus (records need an ``id``; a record without a
+``split`` field gets one, every fifth ``test``); with ``--vectors-input`` (and
+``--vector-field``), ``dedup --vectors`` at cosine 0.9.
+``benchmarks/golden_corpora.py`` does this for every benchmark corpus shape.
+
 What is compared: every file each command writes, byte for byte, after two
 normalisations that make runs comparable — the run's own folder is written
 ``<dir>`` wherever it appears (outputs name their inputs), and the fields that
@@ -32,6 +38,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -86,43 +93,58 @@ def _vectors(path: Path) -> None:
             f.write("\n")
 
 
-def _runs(inputs: dict[str, Path], ray: bool) -> list[tuple[str, list[str]]]:
+SPLIT_FIELDS = ("--split-field", "split", "--origin-field", "origin")
+
+
+def _with_split(src: Path, dst: Path) -> None:
+    """Copy a JSONL corpus, giving each record without one a ``split`` field (every
+    fifth record ``test``) so that ``audit`` has splits to compare."""
+    with open(src, encoding="utf-8") as f, open(dst, "w", encoding="utf-8") as out:
+        for i, line in enumerate(f):
+            rec = json.loads(line)
+            if "split" not in rec:
+                rec["split"] = "test" if i % 5 == 0 else "train"
+                line = json.dumps(rec, ensure_ascii=False) + "\n"
+            out.write(line)
+
+
+def _audit_split(name: str, path: str) -> list[tuple[str, list[str]]]:
+    return [
+        (
+            f"audit-{name}",
+            ["audit", path, "--id-field", "id", *SPLIT_FIELDS],
+        ),
+        (
+            f"split-{name}",
+            ["split", path, "--id-field", "id", "--ratios", "train=0.8,test=0.2", "--seed", "7"],
+        ),
+    ]
+
+
+def _vector_dedup(name: str, path: str, field: str) -> tuple[str, list[str]]:
+    args = ["--id-field", "id", "--vectors", field, "--metric", "cosine", "--threshold", "0.9"]
+    return (f"dedup-{name}", ["dedup", path, *args])
+
+
+def _runs(inputs: dict[str, Path], ray: bool, vector_field: str) -> list[tuple[str, list[str]]]:
     """(name, neardup arguments before the output folder)."""
     if "input" in inputs:
         p = str(inputs["input"])
         return [
             ("dedup-input", ["dedup", p]),
             ("dedup-input-exact", ["dedup", p, "--method", "exact"]),
+            *_audit_split("input", p),
         ]
+    if "vectors-input" in inputs:
+        return [_vector_dedup("vectors-input", str(inputs["vectors-input"]), vector_field)]
     s, c, v = str(inputs["sample"]), str(inputs["planted"]), str(inputs["vectors"])
     runs = [
         ("dedup-sample", ["dedup", s]),
         ("dedup-sample-exact", ["dedup", s, "--method", "exact"]),
         ("dedup-sample-keep-longest", ["dedup", s, "--keep", "longest"]),
         ("dedup-planted", ["dedup", c, "--id-field", "id"]),
-        (
-            "audit-planted",
-            ["audit", c, "--id-field", "id", "--split-field", "split", "--origin-field", "origin"],
-        ),
-        (
-            "split-planted",
-            ["split", c, "--id-field", "id", "--ratios", "train=0.8,test=0.2", "--seed", "7"],
-        ),
-        (
-            "dedup-vectors",
-            [
-                "dedup",
-                v,
-                "--id-field",
-                "id",
-                "--vectors",
-                "embedding",
-                "--metric",
-                "cosine",
-                "--threshold",
-                "0.9",
-            ],
-        ),
+        *_audit_split("planted", c),
+        _vector_dedup("vectors", v, "embedding"),
     ]
     if ray:
         runs.append(
@@ -164,17 +186,30 @@ def digests(out: Path, folder: Path) -> dict[str, str]:
 def collect(
     *,
     input_path: Path | None = None,
+    vectors_path: Path | None = None,
+    vector_field: str = "embedding",
+    neardup_src: Path | None = None,
     ray: bool = False,
     progress: Callable[[str], None] = lambda s: None,
 ) -> dict[str, Any]:
     """Run every command in a fresh temporary folder; {run name: {file: digest}}.
 
-    Raises ``RuntimeError`` with the command's output when a command fails."""
+    ``neardup_src`` runs the commands with the neardup of that source folder (an
+    older checkout's ``src``) instead of the one this Python imports.  Raises
+    ``RuntimeError`` with the command's output when a command fails."""
+    env = dict(os.environ)
+    if neardup_src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(neardup_src.resolve()), *filter(None, [env.get("PYTHONPATH")])]
+        )
     folder = Path(tempfile.mkdtemp(prefix="neardup-golden-"))
     try:
         if input_path is not None:
             inputs = {"input": folder / input_path.name}
-            shutil.copyfile(input_path, inputs["input"])
+            _with_split(input_path, inputs["input"])
+        elif vectors_path is not None:
+            inputs = {"vectors-input": folder / vectors_path.name}
+            shutil.copyfile(vectors_path, inputs["vectors-input"])
         else:
             inputs = {
                 "sample": folder / "sample.jsonl",
@@ -188,11 +223,13 @@ def collect(
             "inputs": {k: hashlib.sha256(p.read_bytes()).hexdigest() for k, p in inputs.items()},
             "runs": {},
         }
-        for name, args in _runs(inputs, ray):
+        for name, args in _runs(inputs, ray, vector_field):
             out = folder / name
             cmd = [sys.executable, "-m", "neardup", *args, "--output", str(out), "--quiet"]
             progress(name)
-            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=folder, check=False)
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, cwd=folder, env=env, check=False
+            )
             # audit and split exit 6 when they find leakage; their outputs are complete.
             if proc.returncode not in (0, 6) or not out.is_dir():
                 raise RuntimeError(
@@ -227,11 +264,24 @@ def main(argv: list[str] | None = None) -> int:
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", type=Path, help="record the digests in this JSON file")
     g.add_argument("--check", type=Path, help="compare with the digests in this JSON file")
-    p.add_argument("--input", type=Path, help="digest dedup runs of this corpus instead")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument(
+        "--input", type=Path, help="digest dedup, audit and split runs of this JSONL corpus instead"
+    )
+    src.add_argument(
+        "--vectors-input", type=Path, help="digest a dedup --vectors run of this corpus instead"
+    )
+    p.add_argument("--vector-field", default="embedding", help="with --vectors-input")
     p.add_argument("--ray", action="store_true", help="also dedup --engine ray")
+    p.add_argument(
+        "--neardup-src", type=Path, help="run the neardup of this src folder (an older checkout)"
+    )
     a = p.parse_args(argv)
     got = collect(
         input_path=a.input,
+        vectors_path=a.vectors_input,
+        vector_field=a.vector_field,
+        neardup_src=a.neardup_src,
         ray=a.ray,
         progress=lambda s: print(f"  {s}", file=sys.stderr, flush=True),
     )
