@@ -23,7 +23,7 @@ def _normalized(texts: list[str]) -> list[bytes]:
 
 
 def _identical(a: int, b: int) -> Edge:
-    return Edge(a=a, b=b, jaccard=1.0, estimate=1.0, band=None, method="identical")
+    return Edge(a=a, b=b, score=1.0, estimate=1.0, band=None, method="identical")
 
 
 def _brute_force(keys: list[bytes], eligible: list[bool]) -> tuple[list[Edge], list[bool]]:

@@ -37,7 +37,7 @@ def test_cluster_lines_equal_json_dumps(
                 Edge,
                 a=pos,
                 b=pos,
-                jaccard=_score,
+                score=_score,
                 estimate=_score,
                 band=st.one_of(st.none(), st.integers(0, 40)),
                 method=st.sampled_from(["exact", "estimate", "identical", 'odd "é"']),

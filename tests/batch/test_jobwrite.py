@@ -43,7 +43,7 @@ def test_touching_clusters_number_the_clusters_with_a_new_member() -> None:
 
 def _cluster(cid: int, members: tuple[int, ...], methods: list[str]) -> Cluster:
     edges = tuple(
-        Edge(a=members[0], b=members[i % (len(members) - 1) + 1], jaccard=0.9, estimate=None,
+        Edge(a=members[0], b=members[i % (len(members) - 1) + 1], score=0.9, estimate=None,
              band=0, method=m)
         for i, m in enumerate(methods)
     )

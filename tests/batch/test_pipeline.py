@@ -100,7 +100,7 @@ def test_differential_against_brute_force_oracle() -> None:
     exact = find_duplicates(texts, config=cfg, method="exact")
     ref = build_clusters(
         len(texts),
-        [Edge(a=a, b=b, jaccard=j, estimate=None, band=None) for (a, b), j in sorted(truth.items())]
+        [Edge(a=a, b=b, score=j, estimate=None, band=None) for (a, b), j in sorted(truth.items())]
         + [e for e in res.edges if e.method == "identical"],
     )
     assert [c.members for c in exact.clusters] == [c.members for c in ref]

@@ -40,7 +40,7 @@ def test_pairs_expand_identical_groups_to_match_the_oracle() -> None:
 def _edge(a: int, b: int, method: str = "exact") -> Edge:
     j = 1.0 if method == "identical" else 0.9
     return Edge(
-        a=a, b=b, jaccard=j, estimate=j, band=None if method == "identical" else 0, method=method
+        a=a, b=b, score=j, estimate=j, band=None if method == "identical" else 0, method=method
     )
 
 

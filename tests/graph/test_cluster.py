@@ -15,7 +15,7 @@ from neardup.graph.cluster import build_clusters
 )
 def test_components_match_a_graph_search(n: int, pairs: list[tuple[int, int]]) -> None:
     edges = [
-        Edge(a=min(a, b), b=max(a, b), jaccard=1.0, estimate=1.0, band=0)
+        Edge(a=min(a, b), b=max(a, b), score=1.0, estimate=1.0, band=0)
         for a, b in pairs
         if a < n and b < n and a != b
     ]
@@ -45,9 +45,9 @@ def test_components_match_a_graph_search(n: int, pairs: list[tuple[int, int]]) -
 def test_representative_rules_and_errors() -> None:
     lengths = np.array([5, 9, 9, 1])
     edges = [
-        Edge(a=0, b=1, jaccard=0.9, estimate=0.9, band=0),
-        Edge(a=1, b=2, jaccard=0.9, estimate=0.9, band=1),
-        Edge(a=2, b=3, jaccard=0.9, estimate=0.9, band=2),
+        Edge(a=0, b=1, score=0.9, estimate=0.9, band=0),
+        Edge(a=1, b=2, score=0.9, estimate=0.9, band=1),
+        Edge(a=2, b=3, score=0.9, estimate=0.9, band=2),
     ]
     assert build_clusters(4, edges, keep="longest", lengths=lengths)[0].representative == 1
     assert build_clusters(4, edges, keep="shortest", lengths=lengths)[0].representative == 3

@@ -77,9 +77,7 @@ def exact_groups(
                     )
                 if same:
                     leaders[m] = False
-                    edges.append(
-                        Edge(a=f, b=m, jaccard=1.0, estimate=1.0, band=None, method="identical")
-                    )
+                    edges.append(Edge.identical(f, m))
                     break
             else:
                 firsts.append(m)

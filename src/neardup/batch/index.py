@@ -152,7 +152,7 @@ class DedupIndex:
                 Edge(
                     a=int(a["edge_a"][i]),
                     b=int(a["edge_b"][i]),
-                    jaccard=1.0
+                    score=1.0
                     if method == "identical"
                     else (inter / union if union > 0 else None),
                     estimate=meta["edge_estimate"][i],

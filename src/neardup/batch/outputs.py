@@ -254,7 +254,7 @@ class ClusterLines:
     the nested dicts, which matters at millions of clusters.
 
     >>> from neardup.graph.cluster import Cluster, Edge
-    >>> e = Edge(a=0, b=1, jaccard=0.8, estimate=0.75, band=3)
+    >>> e = Edge(a=0, b=1, score=0.8, estimate=0.75, band=3)
     >>> c = Cluster(id=0, representative=0, members=(0, 1), edges=(e,))
     >>> line = ClusterLines(["x", "y"]).line(0, c)
     >>> line == json.dumps(json.loads(line), ensure_ascii=False, sort_keys=True)
@@ -284,16 +284,13 @@ class ClusterLines:
 
     def _edge(self, e: Any) -> str:
         ids, val = self._ids, self._value
-        # Text edges score by ``jaccard``; vector edges carry their metric's name.
-        metric = getattr(e, "metric", "jaccard")
-        score = e.jaccard if metric == "jaccard" else e.score
         fields = sorted(
             [
                 ("a", val(ids[e.a])),
                 ("b", val(ids[e.b])),
                 ("band", val(e.band)),
                 ("estimate", val(e.estimate)),
-                (metric, val(score)),
+                (e.metric, val(e.score)),
                 ("method", val(e.method)),
             ]
         )

@@ -53,13 +53,12 @@ from neardup.batch.feeder import normalize_and_hash as normalize_and_hash
 from neardup.batch.identical import exact_groups
 from neardup.batch.index import DedupIndex
 from neardup.batch.online import Deduplicator
-from neardup.batch.results import DedupResult, Match
+from neardup.batch.results import DedupResult, Match, search_stats, size_histogram
 from neardup.core._errors import InvalidConfig, MemoryLimitExceeded
 from neardup.core.config import Config, scratch_bytes
-from neardup.graph.cluster import KEEP_RULES, Edge, build_clusters
+from neardup.graph.cluster import KEEP_RULES, Edge, build_clusters, join_edges
 from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _unionfind as UF
-from neardup.sketch.lsh import candidate_probability
 from neardup.sketch.minhash import MinHasher, SignatureSet
 from neardup.text.hashing import HashKey, SchemeDescriptor, ShingleSets
 from neardup.text.normalize import encode_text, get_normalizer
@@ -294,7 +293,7 @@ def dedup_sets(
     timings["exact_duplicates"] = time.perf_counter() - t2
 
     t3 = time.perf_counter()
-    bands, rows = cfg.layout
+    bands = cfg.layout[0]
     near_edges: list[Edge] = []
     counters = {
         "candidate_pairs": 0,
@@ -369,21 +368,8 @@ def dedup_sets(
             candidate_overflow=int(overflow),
             skipped_connected=int(skipped),
         )
-        k = cfg.num_perm
-        for a, b, band, inter, union, match in zip(*(c.tolist() for c in cat), strict=True):
-            exact = inter >= 0
-            near_edges.append(
-                Edge(
-                    a=a,
-                    b=b,
-                    jaccard=inter / union if exact else None,
-                    estimate=match / k,
-                    band=band,
-                    method="exact" if exact else "estimate",
-                    intersection=inter if exact else None,
-                    union=union if exact else None,
-                )
-            )
+        ca, cb, cband, cinter, cunion, cmatch = cat
+        near_edges.extend(join_edges(ca, cb, cband, cinter, cunion, cmatch, cfg.num_perm))
         timings["candidates_verify"] = time.perf_counter() - t5 - band_s
     else:
         active = np.flatnonzero(leaders).astype(np.int64)
@@ -409,7 +395,7 @@ def dedup_sets(
                 Edge(
                     a=ga,
                     b=gb,
-                    jaccard=inter / union,
+                    score=inter / union,
                     estimate=None,
                     band=None,
                     method="exact",
@@ -435,9 +421,6 @@ def dedup_sets(
     new_dups = duplicate_of[n_prior:] >= 0
     new_exact = sum(1 for e in exact_edges if e.b >= n_prior)
     touching = [c for c in clusters if c.members[-1] >= n_prior]
-    hist: dict[str, int] = {}
-    for c in touching:
-        hist[str(len(c))] = hist.get(str(len(c)), 0) + 1
     stats: dict[str, Any] = {
         "documents_in": n_new,
         "documents_out": int(np.count_nonzero(~new_dups)),
@@ -446,23 +429,11 @@ def dedup_sets(
         "exact_duplicates": new_exact,
         "near_duplicates": int(np.count_nonzero(new_dups)) - new_exact,
         "clusters": len(touching),
-        "cluster_size_histogram": dict(sorted(hist.items(), key=lambda kv: int(kv[0]))),
+        "cluster_size_histogram": size_histogram(len(c) for c in touching),
         "empty": int(np.count_nonzero(empty[n_prior:])),
         "too_large": int(np.count_nonzero(too_large_new)),
         "truncated": int(np.count_nonzero(new_sets.truncated)),
-        "method": method,
-        "verify": cfg.verify,
-        "threshold": cfg.threshold,
-        "bands": bands,
-        "rows": rows,
-        "num_perm": cfg.num_perm,
-        "predicted_recall_at_threshold": candidate_probability(cfg.threshold, bands, rows)
-        if method == "lsh"
-        else 1.0,
-        **counters,
-        "scheme": scheme.to_dict(),
-        "scheme_fingerprint": scheme.fingerprint,
-        "config_fingerprint": cfg.fingerprint,
+        **search_stats(cfg, scheme, method, counters),
         "timings_s": {k: round(v, 6) for k, v in timings.items()},
     }
     return DedupResult(

@@ -14,11 +14,11 @@ import struct
 import zlib
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from neardup.batch.pipeline import DedupResult
 from neardup.core.config import Config
-from neardup.graph.cluster import Cluster, Component, Edge
+from neardup.graph.cluster import Cluster, Edge
 from neardup.sketch.lsh import candidate_probability
 from neardup.verify.explain import shared_shingles, shared_spans
 
@@ -196,10 +196,7 @@ def highlight_spans(text: str, spans: list[tuple[int, int]], limit: int = _SHOWN
     return "".join(out)
 
 
-_K = TypeVar("_K", bound=Component[Any])
-
-
-def largest_clusters(clusters: Sequence[_K]) -> list[_K]:
+def largest_clusters(clusters: Sequence[Cluster]) -> list[Cluster]:
     """The clusters a report shows: the largest, ties by cluster id."""
     return sorted(clusters, key=lambda c: (-len(c), c.id))[:SHOWN_CLUSTERS]
 

@@ -1,9 +1,12 @@
 """What the text pipeline returns: a batch run's :class:`DedupResult`, and the
-:class:`Match` an online :class:`~neardup.batch.online.Deduplicator` answers with."""
+:class:`Match` an online :class:`~neardup.batch.online.Deduplicator` answers with
+(the one match type of text and vectors, :class:`neardup.graph.cluster.Match`);
+and the parts of ``stats`` that the local and Ray engines report alike
+(:func:`search_stats`, :func:`size_histogram`)."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,15 +15,17 @@ import numpy.typing as npt
 
 from neardup.batch.index import DedupIndex
 from neardup.core._errors import InvalidConfig
-from neardup.graph.cluster import Cluster, Edge
+from neardup.core.config import Config
+from neardup.graph.cluster import Cluster, Deduplicated, Edge, Match
+from neardup.sketch.lsh import candidate_probability
 from neardup.sketch.minhash import SignatureSet
 from neardup.text.hashing import SchemeDescriptor, ShingleSets
 
-__all__ = ["DedupResult", "Match"]
+__all__ = ["DedupResult", "Match", "search_stats", "size_histogram"]
 
 
 @dataclass(frozen=True, eq=False, slots=True)
-class DedupResult:
+class DedupResult(Deduplicated):
     """What :func:`find_duplicates` found.
 
     Positions count the documents of a ``prior`` index first (``n_prior`` of them),
@@ -57,19 +62,9 @@ class DedupResult:
             )
         return DedupIndex(self.sets, list(ids), self.edges, self.config_fingerprint, self.config)
 
-    @property
-    def kept(self) -> npt.NDArray[np.int64]:
-        """Positions of kept new documents (unique or representative), ascending."""
-        return (np.flatnonzero(self.duplicate_of[self.n_prior :] < 0) + self.n_prior).astype(
-            np.int64
-        )
-
-    @property
-    def duplicates(self) -> npt.NDArray[np.int64]:
-        """Positions of new documents removed as duplicates, ascending."""
-        return (np.flatnonzero(self.duplicate_of[self.n_prior :] >= 0) + self.n_prior).astype(
-            np.int64
-        )
+    def _own(self) -> tuple[int, npt.NDArray[np.bool_]]:
+        # Only the new documents are this run's: ``kept`` and ``duplicates`` list them.
+        return self.n_prior, self.duplicate_of[self.n_prior :] >= 0
 
     @property
     def edges(self) -> list[Edge]:
@@ -112,12 +107,38 @@ class DedupResult:
         return {(e.a, e.b) for e in self.edges if e.method != "identical"}
 
 
-@dataclass(frozen=True, slots=True)
-class Match:
-    """A stored item that matched a query, with its verified score."""
+def search_stats(
+    cfg: Config, scheme: SchemeDescriptor, method: str, counters: Mapping[str, int]
+) -> dict[str, Any]:
+    """The ``stats`` of a text run that describe its search, in this order: method,
+    verification and layout, the predicted recall at the threshold (1.0 for
+    ``method="exact"``), ``counters`` (candidate and verified pairs, overflow,
+    skipped), then the scheme and the fingerprints.  Local and Ray runs report
+    them through this one function."""
+    bands, rows = cfg.layout
+    return {
+        "method": method,
+        "verify": cfg.verify,
+        "threshold": cfg.threshold,
+        "bands": bands,
+        "rows": rows,
+        "num_perm": cfg.num_perm,
+        "predicted_recall_at_threshold": candidate_probability(cfg.threshold, bands, rows)
+        if method == "lsh"
+        else 1.0,
+        **counters,
+        "scheme": scheme.to_dict(),
+        "scheme_fingerprint": scheme.fingerprint,
+        "config_fingerprint": cfg.fingerprint,
+    }
 
-    key: Hashable
-    jaccard: float | None
-    estimate: float
-    method: str
-    duplicate: bool
+
+def size_histogram(counts: Mapping[int, int] | Iterable[int]) -> dict[str, int]:
+    """``cluster_size_histogram``: clusters per size, sizes as strings, ascending.
+    ``counts`` is the sizes, or a count per size (summed over pieces, say)."""
+    if not isinstance(counts, Mapping):
+        seen: dict[int, int] = {}
+        for size in counts:
+            seen[size] = seen.get(size, 0) + 1
+        counts = seen
+    return {str(k): v for k, v in sorted(counts.items())}

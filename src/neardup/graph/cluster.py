@@ -4,6 +4,8 @@ A cluster is a connected component of the graph whose edges are verified
 near-duplicate pairs (and exact-content duplicates).  Components are transitive
 by construction: if A~B and B~C, A and C share a cluster even when J(A, C) is
 below the threshold — which is why every cluster carries the edges that joined it.
+Text and vectors share one :class:`Edge`, :class:`Cluster` and :class:`Match`:
+the score is the exact value of the edge's ``metric`` (``jaccard`` for text).
 
 Representative rules (``keep=``), all deterministic:
 
@@ -12,16 +14,16 @@ Representative rules (``keep=``), all deterministic:
   text, ties broken by position.
 
 Example:
-    >>> cs = build_clusters(4, [Edge(a=0, b=2, jaccard=0.9, estimate=0.88, band=3)])
+    >>> cs = build_clusters(4, [Edge(a=0, b=2, score=0.9, estimate=0.88, band=3)])
     >>> [(c.representative, c.members) for c in cs]
     [(0, (0, 2))]
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -30,14 +32,15 @@ from neardup.core._errors import InvalidConfig
 
 __all__ = [
     "Cluster",
-    "Component",
+    "Deduplicated",
     "Edge",
-    "Joining",
     "KeepRule",
+    "Match",
     "build_clusters",
     "check_keep",
     "choose_representative",
     "group_clusters",
+    "join_edges",
 ]
 
 KeepRule = Literal["first", "longest", "shortest"]
@@ -45,64 +48,93 @@ KEEP_RULES: tuple[str, ...] = ("first", "longest", "shortest")
 I64 = npt.NDArray[np.int64]
 
 
-class Joining(Protocol):
-    """What a cluster needs of an edge (:class:`Edge`, ``VectorEdge``): its two ends
-    (positions) and its JSON form."""
-
-    @property
-    def a(self) -> int: ...
-
-    @property
-    def b(self) -> int: ...
-
-    def to_dict(self) -> dict[str, object]: ...
-
-
-E = TypeVar("E", bound=Joining)
-C = TypeVar("C")
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Edge:
-    """A verified pair (``a < b`` by position).
+    """A verified pair (``a < b`` by position) of texts or of vectors.
 
-    ``jaccard`` is the exact score (None when verification was by estimate only,
-    which ``method`` then says); ``estimate`` the signature agreement; ``band``
-    the first LSH band in which the pair collided (None for exact-content
-    duplicates found by hash); ``method`` is ``exact``, ``estimate`` or ``identical``.
+    ``score`` is the exact value of ``metric``: ``jaccard`` for text (None when
+    verification was by estimate only, which ``method`` then says), else the
+    vector metric (``cosine``, ``l2``, ``l1``, ``weighted_jaccard``).  ``estimate``
+    is the signatures' view of the score; ``band`` the first LSH band in which the
+    pair collided (None for exact-content duplicates found by hash); ``method`` is
+    ``exact``, ``estimate`` or ``identical``.  ``intersection`` and ``union`` are
+    the shingle counts behind an exact Jaccard (None otherwise, and for vectors).
     """
 
     a: int
     b: int
-    jaccard: float | None
+    score: float | None
     estimate: float | None
     band: int | None
     method: str = "exact"
+    metric: str = "jaccard"
     intersection: int | None = None
     union: int | None = None
 
+    @property
+    def jaccard(self) -> float | None:
+        """The exact Jaccard of a text edge (None for a vector edge)."""
+        return self.score if self.metric == "jaccard" else None
+
+    @classmethod
+    def identical(cls, a: int, b: int) -> Edge:
+        """The edge of two documents of identical content (found by hash, confirmed)."""
+        return cls(a=a, b=b, score=1.0, estimate=1.0, band=None, method="identical")
+
     def to_dict(self) -> dict[str, object]:
-        return {
+        """JSON form: the score under its metric's name; a text edge adds its
+        shingle counts."""
+        d: dict[str, object] = {
             "a": self.a,
             "b": self.b,
-            "jaccard": self.jaccard,
+            self.metric: self.score,
             "estimate": self.estimate,
             "band": self.band,
             "method": self.method,
-            "intersection": self.intersection,
-            "union": self.union,
         }
+        if self.metric == "jaccard":
+            d["intersection"] = self.intersection
+            d["union"] = self.union
+        return d
+
+
+def join_edges(
+    a: I64, b: I64, band: I64, inter: I64, union: I64, matches: I64, num_perm: int
+) -> list[Edge]:
+    """The text edges of band-join rows, in their order: ``inter`` and ``union``
+    are the exact shingle counts (-1 when verified by estimate only), ``matches``
+    the signature rows that agree out of ``num_perm``."""
+    out: list[Edge] = []
+    for ea, eb, eband, ei, eu, em in zip(
+        a.tolist(), b.tolist(), band.tolist(), inter.tolist(), union.tolist(), matches.tolist(),
+        strict=True,
+    ):
+        exact = ei >= 0
+        out.append(
+            Edge(
+                a=ea,
+                b=eb,
+                score=ei / eu if exact else None,
+                estimate=em / num_perm,
+                band=eband,
+                method="exact" if exact else "estimate",
+                intersection=ei if exact else None,
+                union=eu if exact else None,
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Component(Generic[E]):
-    """A connected component of verified edges: ``members`` (positions, ascending),
-    the ``representative`` kept, and the edges that joined it (of text or vectors)."""
+class Cluster:
+    """A family of near duplicates (texts or vectors): a connected component of
+    verified edges, its ``members`` (positions, ascending), the ``representative``
+    kept, and the edges that joined it."""
 
     id: int
     representative: int
     members: tuple[int, ...]
-    edges: tuple[E, ...]
+    edges: tuple[Edge, ...]
 
     def __len__(self) -> int:
         return len(self.members)
@@ -116,9 +148,51 @@ class Component(Generic[E]):
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Cluster(Component[Edge]):
-    """A family of near duplicates: members (positions, ascending) and its edges."""
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A stored item that matched a query (online text or vector index).
+
+    ``score`` is the exact value of ``metric`` (Jaccard for text — None when
+    verification was by estimate only — or the vector metric); ``estimate`` the
+    signatures' view; ``duplicate`` whether the match passes the threshold.
+    """
+
+    key: Hashable
+    score: float | None
+    estimate: float
+    method: str = "exact"
+    duplicate: bool = True
+    metric: str = "jaccard"
+
+    @property
+    def jaccard(self) -> float | None:
+        """The exact Jaccard of a text match (None for a vector match)."""
+        return self.score if self.metric == "jaccard" else None
+
+
+class Deduplicated:
+    """What a batch result of text or vectors shares: which of its items were kept.
+
+    A subclass says which positions are its own (``_own``: the first one and a
+    mask over them of the removed duplicates); positions are in its numbering.
+    """
+
+    __slots__ = ()
+
+    def _own(self) -> tuple[int, npt.NDArray[np.bool_]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @property
+    def kept(self) -> I64:
+        """Positions of kept items (unique or representative), ascending."""
+        first, removed = self._own()
+        return (np.flatnonzero(~removed) + first).astype(np.int64)
+
+    @property
+    def duplicates(self) -> I64:
+        """Positions of items removed as duplicates, ascending."""
+        first, removed = self._own()
+        return (np.flatnonzero(removed) + first).astype(np.int64)
 
 
 def check_keep(rule: str) -> None:
@@ -159,10 +233,10 @@ def build_clusters(
     # Union-find compiled, then grouping by sorting: a Python union-find over
     # dictionaries costs a Python object per edge.
     roots = UF.component_roots(n, ea, eb)
-    return group_clusters(roots, edge_list, Cluster, keep=keep, lengths=lengths, ab=(ea, eb))
+    return group_clusters(roots, edge_list, keep=keep, lengths=lengths, ab=(ea, eb))
 
 
-def _ends(edges: Sequence[Joining]) -> tuple[I64, I64]:
+def _ends(edges: Sequence[Edge]) -> tuple[I64, I64]:
     m = len(edges)
     ea = np.fromiter((e.a for e in edges), dtype=np.int64, count=m)
     eb = np.fromiter((e.b for e in edges), dtype=np.int64, count=m)
@@ -171,18 +245,16 @@ def _ends(edges: Sequence[Joining]) -> tuple[I64, I64]:
 
 def group_clusters(
     roots: I64,
-    edges: Sequence[E],
-    make: Callable[..., C],
+    edges: Sequence[Edge],
     *,
     keep: str = "first",
     lengths: I64 | None = None,
     ab: tuple[I64, I64] | None = None,
-) -> list[C]:
+) -> list[Cluster]:
     """The clusters of ``edges`` given the component root of every item (the
     smallest member of its component, as the union-find of
-    :mod:`neardup.kernels._unionfind` leaves it), each made by
-    ``make(id=, representative=, members=, edges=)`` (:class:`Cluster`, or the
-    vectors' ``VectorCluster``).  ``roots`` must join exactly the ends of ``edges``.
+    :mod:`neardup.kernels._unionfind` leaves it).  ``roots`` must join exactly
+    the ends of ``edges``.
 
     Numbered by smallest member, members ascending, each cluster's edges in the
     order given.  ``ab``: the edges' ``a`` and ``b`` as arrays, if already made.
@@ -202,7 +274,7 @@ def group_clusters(
     cluster_roots = member_roots[by_member][starts]
     edge_starts = np.searchsorted(edge_roots[by_edge], cluster_roots, side="left").tolist()
     edge_ends = np.searchsorted(edge_roots[by_edge], cluster_roots, side="right").tolist()
-    out: list[C] = []
+    out: list[Cluster] = []
     # Roots are the smallest members, so clusters come in order of their smallest
     # member, as they are numbered.
     for cid, (s, e, es, ee) in enumerate(
@@ -210,7 +282,7 @@ def group_clusters(
     ):
         members = tuple(member_list[s:e])
         out.append(
-            make(
+            Cluster(
                 id=cid,
                 representative=choose_representative(members, keep, lengths),
                 members=members,

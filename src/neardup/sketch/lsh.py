@@ -82,14 +82,14 @@ def _score_pair(
         return Edge(
             a=pa,
             b=pb,
-            jaccard=j,
+            score=j,
             estimate=est,
             band=band,
             method="exact",
             intersection=inter,
             union=union,
         )
-    return Edge(a=pa, b=pb, jaccard=None, estimate=est, band=band, method="estimate")
+    return Edge(a=pa, b=pb, score=None, estimate=est, band=band, method="estimate")
 
 
 @dataclass(frozen=True, eq=False, slots=True)

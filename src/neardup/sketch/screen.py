@@ -31,12 +31,19 @@ import numpy.typing as npt
 
 from neardup.core._errors import CorruptFile, InvalidConfig
 
-__all__ = ["BloomFilter"]
+__all__ = ["BloomFilter", "mix64"]
 
 _MAGIC = b"NDBLOOM1"
 
 
-def _mix(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+def mix64(h: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """MurmurHash3's 64-bit finalizer (fmix64) of each value, in numpy: a bijective
+    avalanche mix, so keys that are not uniform (positions, small ints) spread
+    over all 64 bits.  The compiled kernels use the same mix (``_hashes.fmix64``).
+
+    >>> mix64(np.array([0, 1], dtype=np.uint64)).tolist()
+    [0, 12994781566227106604]
+    """
     with np.errstate(over="ignore"):
         h = h ^ (h >> np.uint64(33))
         h = h * np.uint64(0xFF51AFD7ED558CCD)
@@ -65,7 +72,7 @@ class BloomFilter:
 
     def _positions(self, keys: npt.ArrayLike) -> npt.NDArray[np.uint64]:
         h1 = np.atleast_1d(np.asarray(keys, dtype=np.uint64))
-        h2 = _mix(h1) | np.uint64(1)
+        h2 = mix64(h1) | np.uint64(1)
         i = np.arange(self.num_hashes, dtype=np.uint64)
         with np.errstate(over="ignore"):
             g = h1[:, None] + i[None, :] * h2[:, None]

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector
-from neardup.graph.cluster import Component, group_clusters
+from neardup.graph.cluster import Cluster, Deduplicated, Edge, Match, group_clusters
 from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _hashes as KH
 from neardup.kernels import _unionfind as UF
@@ -142,55 +142,34 @@ def weighted_jaccard(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     return float(num / den) if den else 0.0
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VectorEdge:
-    """A verified pair (``a < b`` by position): ``score`` is the exact ``metric`` value;
-    ``estimate`` the signature's view (cosine from Hamming, or the fraction of
-    p-stable codes shared); ``band`` the first band the pair collided in."""
+VectorEdge = Edge
+"""A verified pair of vectors: an :class:`~neardup.graph.cluster.Edge` whose
+``score`` is the exact ``metric`` value, ``estimate`` the signature's view (cosine
+from Hamming, or the fraction of p-stable codes shared), ``band`` the first band
+the pair collided in."""
 
-    a: int
-    b: int
-    metric: str
-    score: float
-    estimate: float
-    band: int
-    method: str = "exact"
+VectorCluster = Cluster
+"""A family of near-duplicate vectors: a :class:`~neardup.graph.cluster.Cluster`."""
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            self.metric: self.score,
-            "estimate": self.estimate,
-            "band": self.band,
-            "method": self.method,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class VectorCluster(Component[VectorEdge]):
-    """A family of near-duplicate vectors: members (ascending) and joining edges."""
+VectorMatch = Match
+"""A stored vector that passed exact verification against a query: a
+:class:`~neardup.graph.cluster.Match` scored by the index's metric."""
 
 
 @dataclass(frozen=True, eq=False, slots=True)
-class VectorDedupResult:
+class VectorDedupResult(Deduplicated):
     """What :func:`find_vector_duplicates` found.  ``representative[i]`` is the
     position kept for item i (itself when unique)."""
 
     n: int
     config: VectorConfig
-    clusters: list[VectorCluster]
-    edges: list[VectorEdge]
+    clusters: list[Cluster]
+    edges: list[Edge]
     representative: npt.NDArray[np.int64]
     stats: dict[str, Any]
 
-    @property
-    def kept(self) -> npt.NDArray[np.int64]:
-        return np.flatnonzero(self.representative == np.arange(self.n))
-
-    @property
-    def duplicates(self) -> npt.NDArray[np.int64]:
-        return np.flatnonzero(self.representative != np.arange(self.n))
+    def _own(self) -> tuple[int, npt.NDArray[np.bool_]]:
+        return 0, self.representative != np.arange(self.n)
 
     def pairs(self) -> set[tuple[int, int]]:
         """The verified pairs found (all of them with ``all_edges=True``; otherwise
@@ -359,14 +338,14 @@ def find_vector_duplicates(
         skipped += int(out[9])
         filtered += int(out[10])
     t_clu = time.perf_counter()
-    edges: list[VectorEdge] = []
+    edges: list[Edge] = []
     bits = sigs.width
     for ea, eb, eband, escore, eagree in parts:
         for a, b, band, s, g in zip(
             ea.tolist(), eb.tolist(), eband.tolist(), escore.tolist(), eagree.tolist(), strict=True
         ):
             est = cosine_from_hamming(g, bits) if sig_kind == V.SIG_BITS else g / bits
-            edges.append(VectorEdge(a=a, b=b, metric=cfg.metric, score=s, estimate=est, band=band))
+            edges.append(Edge(a=a, b=b, metric=cfg.metric, score=s, estimate=est, band=band))
     clusters, rep = _clusters(parent, edges)
     t_end = time.perf_counter()
     stats = {
@@ -401,12 +380,12 @@ def find_vector_duplicates(
 
 
 def _clusters(
-    parent: npt.NDArray[np.int64], edges: list[VectorEdge]
-) -> tuple[list[VectorCluster], npt.NDArray[np.int64]]:
+    parent: npt.NDArray[np.int64], edges: list[Edge]
+) -> tuple[list[Cluster], npt.NDArray[np.int64]]:
     # The join joined exactly the verified edges; roots are the smallest members,
     # the representatives of keep="first".
     roots = UF.roots(parent)
-    return group_clusters(roots, edges, VectorCluster), roots
+    return group_clusters(roots, edges), roots
 
 
 def vector_scores(
@@ -428,15 +407,6 @@ def vector_scores(
         A, z8, np.zeros(1), np.zeros(2, dtype=np.int64), norms, METRIC_CODES[metric], aa, bb, out
     )
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class VectorMatch:
-    """A stored item that passed exact verification against a query."""
-
-    key: Hashable
-    score: float
-    estimate: float
 
 
 @dataclass
@@ -526,7 +496,7 @@ class VectorIndex:
         sig: npt.NDArray[np.uint64],
         bkeys: list[tuple[int, int]],
         limit: int,
-    ) -> list[VectorMatch]:
+    ) -> list[Match]:
         cands, cut = bucket_mates(self._buckets, self._live, bkeys, limit)
         self.candidate_overflow += cut
         if not cands:
@@ -537,7 +507,7 @@ class VectorIndex:
             M, np.zeros(len(cands), dtype=np.int64), idx, metric=self._cfg.metric
         )
         t = float(self._cfg.threshold)
-        out: list[VectorMatch] = []
+        out: list[Match] = []
         for p, s in zip(cands, scores.tolist(), strict=True):
             ok = s >= t if self._cfg.metric == "cosine" else s <= t
             if not ok:
@@ -549,17 +519,18 @@ class VectorIndex:
                 )
             else:
                 est = float(np.mean(sig == other))
-            out.append(VectorMatch(self._keys[p], float(s), est))
+            out.append(Match(self._keys[p], float(s), est, metric=self._cfg.metric))
         sign = -1.0 if self._cfg.metric == "cosine" else 1.0
-        out.sort(key=lambda m: (sign * m.score, self._pos[m.key]))
+        # Every vector match has its exact score (``or`` only satisfies the type).
+        out.sort(key=lambda m: (sign * (m.score or 0.0), self._pos[m.key]))
         return out
 
-    def candidates(self, vector: npt.ArrayLike, *, limit: int | None = None) -> list[VectorMatch]:
+    def candidates(self, vector: npt.ArrayLike, *, limit: int | None = None) -> list[Match]:
         """Verified matches of ``vector`` among stored items, best first (not stored)."""
         v, sig, bkeys = self._prepare(vector)
         return self._verify(v, sig, bkeys, min(limit or self.limit, self.limit))
 
-    def add(self, key: Hashable, vector: npt.ArrayLike) -> list[VectorMatch]:
+    def add(self, key: Hashable, vector: npt.ArrayLike) -> list[Match]:
         """Verified matches of the new item (best first), then store it under ``key``."""
         if key in self._pos:
             raise InvalidConfig("key", key, "is already in the index", "remove it first")

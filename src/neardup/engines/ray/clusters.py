@@ -22,9 +22,9 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.batch.outputs import ClusterLines
-from neardup.engines.ray.common import I64, Job, column, part_key, positions
+from neardup.engines.ray.common import I64, Job, column, part_key, positions, schema
 from neardup.engines.ray.runner import Run
-from neardup.graph.cluster import Cluster, Edge, choose_representative
+from neardup.graph.cluster import Cluster, Edge, choose_representative, join_edges
 from neardup.graph.components import spanning_forest
 
 if TYPE_CHECKING:
@@ -45,25 +45,10 @@ _METHODS = ("identical", "exact", "estimate")
 
 
 def _cluster_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            ("node", pa.int64()),
-            ("kind", pa.int8()),  # 0 label, 1 document, 2 edge
-            ("root", pa.int64()),
-            ("id", pa.string()),
-            ("nbytes", pa.int64()),
-            ("a", pa.int64()),
-            ("b", pa.int64()),
-            ("band", pa.int64()),
-            ("key", pa.uint64()),
-            ("inter", pa.int64()),
-            ("union", pa.int64()),
-            ("matches", pa.int64()),
-            ("method", pa.int8()),
-            ("_part", pa.int64()),
-        ]
+    # kind: 0 label, 1 document, 2 edge.
+    return schema(
+        "node:int64 kind:int8 root:int64 id:string nbytes:int64 a:int64 b:int64 band:int64"
+        " key:uint64 inter:int64 union:int64 matches:int64 method:int8 _part:int64"
     )
 
 
@@ -185,31 +170,13 @@ def component_line(
     order = np.lexsort((-a[near], b[near], edges["key"][near], edges["band"][near]))
     kept = spanning_forest(a[near], b[near], order.astype(np.int64))
     near_sorted = near[order][kept[order]]
-    index = {int(m): first + i for i, m in enumerate(members.tolist())}
-    out = [
-        Edge(
-            a=index[int(a[e])],
-            b=index[int(b[e])],
-            jaccard=1.0,
-            estimate=1.0,
-            band=None,
-            method="identical",
-        )
-        for e in ident.tolist()
-    ]
-    inter, union, match, band = edges["inter"], edges["union"], edges["matches"], edges["band"]
-    for e in near_sorted.tolist():
-        exact = int(inter[e]) >= 0
-        out.append(
-            Edge(
-                a=index[int(a[e])],
-                b=index[int(b[e])],
-                jaccard=int(inter[e]) / int(union[e]) if exact else None,
-                estimate=int(match[e]) / k,
-                band=int(band[e]),
-                method="exact" if exact else "estimate",
-            )
-        )
+    # Members are ascending: an end's index among them names it in ``lines``.
+    at_a, at_b = np.searchsorted(members, a) + first, np.searchsorted(members, b) + first
+    ia, ib = at_a[ident].tolist(), at_b[ident].tolist()
+    out = [Edge.identical(x, y) for x, y in zip(ia, ib, strict=True)]
+    s = near_sorted
+    band, inter, union, matches = (edges[c][s] for c in ("band", "inter", "union", "matches"))
+    out += join_edges(at_a[s], at_b[s], band, inter, union, matches, k)
     cluster = Cluster(
         id=0,
         representative=first + rep_i,

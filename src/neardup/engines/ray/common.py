@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core.config import Config
+from neardup.sketch.screen import mix64
 from neardup.text.hashing import HashKey
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "one_thread",
     "part_key",
     "positions",
+    "schema",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -62,14 +64,7 @@ class Job:
 
 def mix(x: npt.NDArray[Any]) -> U64:
     """fmix64 of each value (partitioning must not follow the key's low bits)."""
-    with np.errstate(over="ignore"):
-        h = x.astype(np.uint64)
-        h ^= h >> np.uint64(33)
-        h *= np.uint64(0xFF51AFD7ED558CCD)
-        h ^= h >> np.uint64(33)
-        h *= np.uint64(0xC4CEB9FE1A85EC53)
-        h ^= h >> np.uint64(33)
-    return h
+    return mix64(x.astype(np.uint64))
 
 
 def part_key(x: npt.NDArray[Any]) -> I64:
@@ -106,3 +101,13 @@ def eligible(t: pa.Table) -> npt.NDArray[np.bool_]:
 def feature_path(work: str, shard: int) -> str:
     """The feature file of input shard ``shard`` in the work folder."""
     return os.path.join(work, "features", f"shard-{shard:05d}.parquet")
+
+
+def schema(spec: str, **types: pa.DataType) -> pa.Schema:
+    """The Arrow schema of rows a stage shuffles: ``spec`` lists ``name:type``
+    fields in order, ``type`` a pyarrow type without arguments (``int64``,
+    ``string``) or a key of ``types``."""
+    import pyarrow as pa
+
+    fields = [f.split(":") for f in spec.split()]
+    return pa.schema([(n, types[t] if t in types else getattr(pa, t)()) for n, t in fields])

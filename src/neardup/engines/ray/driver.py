@@ -8,8 +8,9 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
+from neardup.batch.results import search_stats
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
 from neardup.engines.ray.candidates import run_bands, run_exact
@@ -21,7 +22,6 @@ from neardup.engines.ray.manifest import Manifest
 from neardup.engines.ray.outputs import count_clusters, write_outputs
 from neardup.engines.ray.runner import Run, data_context, restore_data_context, start_ray
 from neardup.engines.ray.verify import run_verify
-from neardup.sketch.lsh import candidate_probability
 from neardup.text.hashing import HashKey, SchemeDescriptor
 
 __all__ = ["DEFAULT_CC_THRESHOLD", "run_dedup_ray"]
@@ -92,16 +92,16 @@ def run_dedup_ray(
     if "://" not in work:
         check_writable(work)
     scheme = SchemeDescriptor.from_config(cfg, key)
+    # How records are read and clusters represented: part of the run's identity
+    # (a resumed run must match) and of what every task is told.
+    reading = _Reading(text_field=text_field, id_field=id_field, skip_bad=skip_bad, keep=keep)
     run_desc = {
         "inputs": [os.path.abspath(p) if "://" not in p else p for p in shards],
         "input_sizes": [os.path.getsize(p) if os.path.isfile(p) else -1 for p in shards],
         "input_mtimes": [int(os.path.getmtime(p)) if os.path.isfile(p) else -1 for p in shards],
         "config_fingerprint": cfg.fingerprint,
         "scheme_fingerprint": scheme.fingerprint,
-        "text_field": text_field,
-        "id_field": id_field,
-        "skip_bad": skip_bad,
-        "keep": keep,
+        **reading,
     }
     with staged_output(None if dry_run else output, overwrite, list(inputs)) as tmp:
         ray, started = start_ray(ray_address, num_cpus)
@@ -111,17 +111,8 @@ def run_dedup_ray(
             parts = partitions or max(2, 2 * cpus)
             manifest = Manifest(work, run_desc, resume)
             job = Job(
-                config=cfg,
-                key=key,
-                text_field=text_field,
-                id_field=id_field,
-                skip_bad=skip_bad,
-                keep=keep,
-                work=work,
-                parts=parts,
-                shards=tuple(shards),
-                formats=tuple(formats),
-                cap=cfg.max_candidates,
+                cfg, key, **reading, work=work, parts=parts, shards=tuple(shards),
+                formats=tuple(formats), cap=cfg.max_candidates,
             )
             r = Run(ray=ray, job=job, manifest=manifest, progress=progress)
             stats = _pipeline(r, cc_threshold, cpus, round_bytes)
@@ -147,6 +138,13 @@ def run_dedup_ray(
                 ray.shutdown()
 
 
+class _Reading(TypedDict):
+    text_field: str
+    id_field: str | None
+    skip_bad: bool
+    keep: str
+
+
 def _pipeline(r: Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[str, Any]:
     """Stages 1-6 (each recorded in the manifest); returns the stats known so far."""
     feats = run_features(r)  # 1
@@ -160,8 +158,14 @@ def _pipeline(r: Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[st
     cc_info = run_components(r, exact_info, ver_info, cc_threshold)  # 5
     run_clusters(r)  # 6
 
-    nbands, rows = cfg.layout
     scheme = SchemeDescriptor.from_config(cfg, job.key)
+    # The Ray engine scores every candidate pair: no union-find skips joined ones.
+    counters = {
+        "candidate_pairs": int(ver_info["candidate_pairs"]),
+        "verified_pairs": int(ver_info["candidate_pairs"]),
+        "candidate_overflow": bands.overflow,
+        "skipped_connected": 0,
+    }
     stats: dict[str, Any] = {
         "documents_in": n,
         "indexed_documents": 0,
@@ -170,20 +174,7 @@ def _pipeline(r: Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[st
         "empty": sum(int(feats[i]["empty"]) for i in feats),
         "too_large": sum(int(feats[i]["too_large"]) for i in feats),
         "truncated": sum(int(feats[i]["truncated"]) for i in feats),
-        "method": "lsh",
-        "verify": cfg.verify,
-        "threshold": cfg.threshold,
-        "bands": nbands,
-        "rows": rows,
-        "num_perm": cfg.num_perm,
-        "predicted_recall_at_threshold": candidate_probability(cfg.threshold, nbands, rows),
-        "candidate_pairs": int(ver_info["candidate_pairs"]),
-        "verified_pairs": int(ver_info["candidate_pairs"]),
-        "candidate_overflow": bands.overflow,
-        "skipped_connected": 0,
-        "scheme": scheme.to_dict(),
-        "scheme_fingerprint": scheme.fingerprint,
-        "config_fingerprint": cfg.fingerprint,
+        **search_stats(cfg, scheme, "lsh", counters),
         "bad_records": sum(len(feats[i]["bad"]) for i in feats),
         "bad_record_examples": [b for i in sorted(feats) for b in feats[i]["bad"]][:20],
         "engine": {

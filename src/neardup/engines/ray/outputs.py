@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from neardup.batch.results import size_histogram
 from neardup.core._errors import NeardupIOError
 from neardup.engines.ray.common import Job, column, part_key
 from neardup.engines.ray.features import local_copy
@@ -107,9 +108,9 @@ def write_shard(job: Job, out: str, t: pa.Table) -> pa.Table:
     return pa.table({"shard": [shard], "kept": [int((~dup).sum())], "dups": [int(dup.sum())]})
 
 
-def _cluster_counts(stats: dict[str, Any], ncl: int, dups: int, hist: dict[str, int]) -> None:
+def _cluster_counts(stats: dict[str, Any], ncl: int, dups: int, hist: dict[int, int]) -> None:
     stats["clusters"] = ncl
-    stats["cluster_size_histogram"] = dict(sorted(hist.items(), key=lambda kv: int(kv[0])))
+    stats["cluster_size_histogram"] = size_histogram(hist)
     stats["documents_out"] = stats["documents_in"] - dups
     stats["near_duplicates"] = dups - stats["exact_duplicates"]
 
@@ -117,13 +118,13 @@ def _cluster_counts(stats: dict[str, Any], ncl: int, dups: int, hist: dict[str, 
 def count_clusters(r: Run, stats: dict[str, Any]) -> None:
     """The cluster counts of a dry run (nothing is written)."""
     cl = r.read("clusters", ["kind", "size"])
-    hist: dict[str, int] = {}
+    hist: dict[int, int] = {}
     ncl = dups = 0
     if cl is not None:
         for b in cl.iter_batches(batch_format="numpy", batch_size=65536):
             sizes = b["size"][b["kind"] == 0]
             for v, c in zip(*np.unique(sizes, return_counts=True), strict=True):
-                hist[str(int(v))] = hist.get(str(int(v)), 0) + int(c)
+                hist[int(v)] = hist.get(int(v), 0) + int(c)
             ncl += int(sizes.size)
             dups += int(sizes.sum()) - int(sizes.size)
     _cluster_counts(stats, ncl, dups, hist)
@@ -142,7 +143,7 @@ def write_outputs(r: Run, tmp: str, stats: dict[str, Any]) -> None:
     if os.path.isdir(numbers_dir):
         shutil.rmtree(numbers_dir)
     os.makedirs(numbers_dir)
-    hist: dict[str, int] = {}
+    hist: dict[int, int] = {}
     ncl = 0
     dups = 0
     with open(os.path.join(tmp, "clusters.jsonl"), "w", encoding="utf-8") as fh:
@@ -156,7 +157,7 @@ def write_outputs(r: Run, tmp: str, stats: dict[str, Any]) -> None:
                 for cid, line in zip(cids.tolist(), b.column("text").to_pylist(), strict=True):
                     fh.write('{"cluster": ' + str(cid) + ", " + line[1:] + "\n")
                 for s in sizes.tolist():
-                    hist[str(s)] = hist.get(str(s), 0) + 1
+                    hist[s] = hist.get(s, 0) + 1
                 dups += int(sizes.sum()) - roots.size
                 ncl += roots.size
                 pq.write_table(

@@ -25,9 +25,11 @@ from neardup.engines.ray.common import (
     one_thread,
     part_key,
     positions,
+    schema,
 )
 from neardup.engines.ray.runner import Run, pq_rows
 from neardup.kernels import _exact as KX
+from neardup.sketch.screen import BloomFilter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -36,6 +38,7 @@ __all__ = [
     "attach_b_reduce",
     "bloom_add",
     "bloom_contains",
+    "ends_filter",
     "feature_rows",
     "pair_rows",
     "run_verify",
@@ -46,52 +49,28 @@ __all__ = [
 def _join_schema(k: int) -> pa.Schema:
     import pyarrow as pa
 
-    return pa.schema(
-        [
-            ("node", pa.int64()),
-            ("kind", pa.int8()),
-            ("a", pa.int64()),
-            ("b", pa.int64()),
-            ("band", pa.int64()),
-            ("key", pa.uint64()),
-            ("sig", pa.list_(pa.uint32(), k)),
-            ("set", pa.large_list(pa.uint64())),
-            ("_part", pa.int64()),
-        ]
+    return schema(
+        "node:int64 kind:int8 a:int64 b:int64 band:int64 key:uint64 sig:sig set:set _part:int64",
+        sig=pa.list_(pa.uint32(), k),
+        set=pa.large_list(pa.uint64()),
     )
 
 
-_BLOOM_K = 7
-_BLOOM_BITS_PER_KEY = 10  # with k = 7: about 1 % false positives
+def ends_filter(ends: int) -> BloomFilter:
+    """An empty semi-join filter for ``ends`` candidate-pair ends (about 1 % false
+    positives, about 1.2 bytes an end): the library's Bloom filter."""
+    return BloomFilter(capacity=max(1, int(ends)), fp_rate=0.01)
 
 
-def _bloom_slots(x: npt.NDArray[Any], m_bits: int) -> npt.NDArray[np.uint64]:
-    """(k, len(x)) bit positions of ``x`` (double hashing)."""
-    with np.errstate(over="ignore"):
-        h1 = mix(x)
-        h2 = mix(x.astype(np.uint64) ^ np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
-        steps = np.arange(_BLOOM_K, dtype=np.uint64)[:, None]
-        out: npt.NDArray[np.uint64] = (h1[None, :] + steps * h2[None, :]) % np.uint64(m_bits)
-    return out
+def bloom_add(bloom: BloomFilter, x: npt.NDArray[Any]) -> None:
+    """Add the positions ``x`` to ``bloom``."""
+    # Positions are dense small integers; the filter wants uniform 64-bit keys.
+    bloom.add(mix(x))
 
 
-def bloom_add(flags: npt.NDArray[np.bool_], x: npt.NDArray[Any]) -> None:
-    """Set the slots of keys ``x`` in ``flags`` (one bool per bit; pack with
-    ``np.packbits(flags, bitorder="little")`` for :func:`bloom_contains`)."""
-    flags[_bloom_slots(x, flags.size).reshape(-1).astype(np.int64)] = True
-
-
-def bloom_contains(bits: npt.NDArray[np.uint8], x: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
-    """True where key ``x`` may be in the filter (never False for an added key)."""
-    if x.size == 0:
-        return np.zeros(0, dtype=np.bool_)
-    slots = _bloom_slots(x, bits.size * 8)
-    hit = bits[(slots >> np.uint64(3)).astype(np.int64)] & _BIT[slots & np.uint64(7)]
-    out: npt.NDArray[np.bool_] = (hit != 0).all(axis=0)
-    return out
-
-
-_BIT = np.array([1 << i for i in range(8)], dtype=np.uint8)
+def bloom_contains(bloom: BloomFilter, x: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+    """True where position ``x`` may be in ``bloom`` (never False for an added one)."""
+    return bloom.contains(mix(x))
 
 
 def feature_rows(job: Job, t: pa.Table, wanted: Any = None) -> pa.Table:
@@ -260,13 +239,13 @@ def run_verify(r: Run, band_files: list[str]) -> dict[str, Any]:
             for k, v in r.manifest.stages.items()
             if k.startswith("bands/")
         )
-        flags = np.zeros(8 * max(64, -(-2 * ends * _BLOOM_BITS_PER_KEY // 8)), dtype=np.bool_)
+        bloom = ends_filter(2 * ends)
         for b in r.read_files(band_files, ["a", "b"]).iter_batches(batch_format="numpy"):
             real = b["a"] >= 0
-            bloom_add(flags, b["a"][real])
-            bloom_add(flags, b["b"][real])
-        wanted = r.ray.put(np.packbits(flags, bitorder="little"))
-        del flags
+            bloom_add(bloom, b["a"][real])
+            bloom_add(bloom, b["b"][real])
+        wanted = r.ray.put(bloom)
+        del bloom
         pairs = r.read_files(band_files).map_batches(
             lambda t: pair_rows(job, "b", t), batch_format="pyarrow"
         )
