@@ -59,6 +59,12 @@ FLAT_FIELDS = (
 )
 """The keys of a tenant configuration's JSON form, in the order it is written."""
 
+# The flat keys that are the scheme's fields of the same name, and the tenant's own.
+_SCHEME_KEYS = (
+    *("threshold", "normalizer", "num_perm", "bands", "rows", "max_candidates"),
+    "max_bucket_size",
+)
+_OWN_KEYS = ("retain", "scheme_version", "policy_version", "max_items", "rate_per_s", "burst")
 # Settings of the scheme that a tenant's JSON form does not carry.
 _FIXED = ("hash_algorithm", "seed", "signature", "recall_target", "verify", "max_document_bytes")
 
@@ -120,23 +126,13 @@ class TenantConfig:
     def to_dict(self) -> dict[str, Any]:
         """The flat JSON form (keys in :data:`FLAT_FIELDS` order)."""
         s = self.scheme
-        return {
-            "threshold": s.threshold,
+        values = {
             "shingle": self.shingle_text or str(s.shingle),
-            "normalizer": s.normalizer,
-            "num_perm": s.num_perm,
-            "bands": s.bands,
-            "rows": s.rows,
-            "retain": self.retain,
-            "scheme_version": self.scheme_version,
-            "policy_version": self.policy_version,
-            "max_items": self.max_items,
             "max_shingles": s.shingle.max_shingles,
-            "max_candidates": s.max_candidates,
-            "max_bucket_size": s.max_bucket_size,
-            "rate_per_s": self.rate_per_s,
-            "burst": self.burst,
+            **{k: getattr(s, k) for k in _SCHEME_KEYS},
+            **{k: getattr(self, k) for k in _OWN_KEYS},
         }
+        return {k: values[k] for k in FLAT_FIELDS}
 
     def initial_policy(self) -> Policy:
         """The policy a tenant of this configuration starts with."""
@@ -165,25 +161,12 @@ class TenantConfig:
             _check_limits(v)
             shingle = ShingleSpec.parse(v["shingle"], max_shingles=v["max_shingles"])
             scheme = dataclasses.replace(
-                SERVICE_SCHEME,
-                threshold=v["threshold"],
-                normalizer=v["normalizer"],
-                shingle=shingle,
-                num_perm=v["num_perm"],
-                bands=v["bands"],
-                rows=v["rows"],
-                max_candidates=v["max_candidates"],
-                max_bucket_size=v["max_bucket_size"],
+                SERVICE_SCHEME, shingle=shingle, **{k: v[k] for k in _SCHEME_KEYS}
             )
             return cls(
                 scheme=scheme,
-                retain=v["retain"],
-                scheme_version=v["scheme_version"],
-                policy_version=v["policy_version"],
-                max_items=v["max_items"],
-                rate_per_s=v["rate_per_s"],
-                burst=v["burst"],
                 shingle_text=None if v["shingle"] == str(shingle) else v["shingle"],
+                **{k: v[k] for k in _OWN_KEYS},
             )
         except TypeError as exc:
             raise InvalidConfig("config", d, str(exc), "check the field types") from exc
