@@ -59,6 +59,7 @@ def test_out_of_core_equals_in_memory(tmp_path: Path, method: str) -> None:
     result, ids, bad = spilled_dedup(
         [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")],
         str(work),
+        config=Config(),
         memory_limit=SMALL,
         id_field="id",
         method=method,
