@@ -38,7 +38,7 @@ from neardup.service._crypto import MasterSecret  # noqa: E402
 from neardup.service.tenant import Tenant, TenantConfig  # noqa: E402
 from neardup.testing import synthetic_documents  # noqa: E402
 
-CFG = TenantConfig(threshold=0.8, shingle="word:5", bands=32, rows=4)
+CFG = TenantConfig.from_dict({"threshold": 0.8, "shingle": "word:5", "bands": 32, "rows": 4})
 COLUMNS = {
     "items": ["item_id", "features", "text", "bandkeys", "media_type", "source_time"],
     "events": ["item_id", "record"],

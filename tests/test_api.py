@@ -31,6 +31,7 @@ EXPECTED = {
     "NeardupError",
     "NeardupIOError",
     "NoFeasibleParameters",
+    "RunOptions",
     "SchemeMismatch",
     "ShingleSpec",
     "Signature",

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     )
     from neardup.core.config import (
         Config,
+        RunOptions,
         ShingleSpec,
     )
     from neardup.core.layout import (
@@ -88,6 +89,7 @@ _LAZY: dict[str, str] = {
     "Layout": "neardup.core.layout",
     "Match": "neardup.batch.results",
     "MinHasher": "neardup.sketch.minhash",
+    "RunOptions": "neardup.core.config",
     "ShingleSpec": "neardup.core.config",
     "Signature": "neardup.sketch.minhash",
     "SignatureSet": "neardup.sketch.minhash",
@@ -139,6 +141,7 @@ __all__ = [
     "NeardupError",
     "NeardupIOError",
     "NoFeasibleParameters",
+    "RunOptions",
     "SchemeMismatch",
     "ShingleSpec",
     "Signature",

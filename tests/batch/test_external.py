@@ -14,7 +14,7 @@ from neardup.batch.external import chunk_chars, spilled_dedup, write_streamed
 from neardup.core._errors import MemoryLimitExceeded
 from neardup.testing import plant_near_duplicates, synthetic_documents
 
-SMALL = Config(memory_limit=8 << 20)  # chunks of 256 Ki characters
+SMALL = 8 << 20  # memory_limit: chunks of 256 Ki characters
 
 
 def _corpus() -> list[str]:
@@ -40,9 +40,9 @@ def _groups(dup_of: np.ndarray) -> dict[int, set[int]]:
 
 
 def test_chunk_size_is_a_fortieth_of_the_limit_within_bounds() -> None:
-    assert chunk_chars(Config(memory_limit=1 << 20)) == 256 << 10
-    assert chunk_chars(Config(memory_limit=400 << 20)) == 10 << 20
-    assert chunk_chars(Config(memory_limit=64 << 30)) == 64 << 20
+    assert chunk_chars(1 << 20) == 256 << 10
+    assert chunk_chars(400 << 20) == 10 << 20
+    assert chunk_chars(64 << 30) == 64 << 20
 
 
 @pytest.mark.parametrize("method", ["lsh", "exact"])
@@ -59,12 +59,13 @@ def test_out_of_core_equals_in_memory(tmp_path: Path, method: str) -> None:
     result, ids, bad = spilled_dedup(
         [str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")],
         str(work),
-        config=SMALL,
+        config=Config(),
+        memory_limit=SMALL,
         id_field="id",
         method=method,
         progress=lambda stage, _d, _t: seen.append(stage),
     )
-    expected = find_duplicates(texts, config=SMALL, method=method)  # type: ignore[arg-type]
+    expected = find_duplicates(texts, memory_limit=SMALL, method=method)  # type: ignore[arg-type]
     assert bad == [] and ids == [f"d{i}" for i in range(len(texts))]
     assert result.duplicate_of.tolist() == expected.duplicate_of.tolist()
     assert [(c.representative, c.members) for c in result.clusters] == [
@@ -84,7 +85,9 @@ def test_the_write_pass_keeps_original_lines_and_labels_duplicates(tmp_path: Pat
     _write_jsonl(src, texts)
     work = tmp_path / "work"
     work.mkdir()
-    result, ids, _bad = spilled_dedup([str(src)], str(work), config=SMALL, id_field="id")
+    result, ids, _bad = spilled_dedup(
+        [str(src)], str(work), config=Config(), memory_limit=SMALL, id_field="id"
+    )
     cluster_of = np.full(len(texts), -1, dtype=np.int64)
     for c in result.clusters:
         cluster_of[list(c.members)] = c.id
@@ -120,7 +123,9 @@ def test_bad_records_are_skipped_and_reported(tmp_path: Path) -> None:
     src.write_text('{"text": "one two three four five six"}\nnot json\n{"text": "x y"}\n')
     work = tmp_path / "work"
     work.mkdir()
-    result, ids, bad = spilled_dedup([str(src)], str(work), config=SMALL, skip_bad=True)
+    result, ids, bad = spilled_dedup(
+        [str(src)], str(work), config=Config(), memory_limit=SMALL, skip_bad=True
+    )
     assert ids == [0, 1] and len(result.duplicate_of) == 2
     assert len(bad) == 1
 
@@ -131,4 +136,4 @@ def test_a_memory_limit_too_small_for_the_join_is_refused(tmp_path: Path) -> Non
     work = tmp_path / "work"
     work.mkdir()
     with pytest.raises(MemoryLimitExceeded):
-        spilled_dedup([str(src)], str(work), config=Config(memory_limit=2 << 20))
+        spilled_dedup([str(src)], str(work), config=Config(), memory_limit=2 << 20)

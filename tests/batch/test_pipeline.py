@@ -154,14 +154,15 @@ def test_estimate_verification_is_labelled() -> None:
 
 
 def test_memory_limit_checked_before_allocating() -> None:
-    cfg = Config(memory_limit=64 << 20)
+    cfg, limit = Config(), 64 << 20
     per = cfg.estimated_memory_per_document(avg_bytes=1000)
     assert per > 4 * cfg.num_perm
     assert Config().max_documents_in_memory(avg_bytes=300) > 1_000_000
-    assert cfg.max_documents_in_memory(avg_bytes=1000) == ((64 << 20) - SCRATCH_BYTES) // per
+    assert cfg.max_documents_in_memory(limit, avg_bytes=1000) == (limit - SCRATCH_BYTES) // per
     with pytest.raises(MemoryLimitExceeded, match="fix:"):
-        find_duplicates(["word " * 200] * 20_000, config=cfg)
-    assert find_duplicates(["a b c d e f"] * 10, config=cfg).stats["exact_duplicates"] == 9
+        find_duplicates(["word " * 200] * 20_000, config=cfg, memory_limit=limit)
+    same = find_duplicates(["a b c d e f"] * 10, config=cfg, memory_limit=limit)
+    assert same.stats["exact_duplicates"] == 9
 
 
 def test_keyed_scheme_end_to_end() -> None:

@@ -130,7 +130,7 @@ def test_jsonl_dense_bags_and_bad_records(tmp_path: Path, X: np.ndarray) -> None
         [str(bags)], str(tmp_path / "ob"), vectors_field="f", id_field="sku",
         config=VectorConfig(threshold=0.99),
     )
-    assert st["kind"] == "weighted-bags" and st["near_duplicates"] == 20
+    assert st.stats["kind"] == "weighted-bags" and st.near_duplicates == 20
     first = json.loads((tmp_path / "ob" / "duplicates.jsonl").read_text().splitlines()[0])
     assert first["sku"] == "s20" and first["representative"] == "s0"
     wrong = tmp_path / "w.jsonl"

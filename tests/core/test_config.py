@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from neardup import Config, InvalidConfig, ShingleSpec
+from neardup import Config, InvalidConfig, RunOptions, ShingleSpec
 
 
 def test_31_rows_in_8_bands_is_rejected_with_value_and_fix() -> None:
@@ -32,7 +32,6 @@ def test_31_rows_in_8_bands_is_rejected_with_value_and_fix() -> None:
         ({"hash_algorithm": "md5"}, "hash_algorithm"),
         ({"signature": "simhash"}, "signature"),
         ({"verify": "maybe"}, "verify"),
-        ({"memory_limit": 10}, "memory_limit"),
         ({"recall_target": 1.0}, "recall_target"),
     ],
 )
@@ -78,13 +77,33 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
     ):
         assert variant.fingerprint not in seen
         seen.add(variant.fingerprint)
-    # How a run works is not what it finds.
-    assert Config(memory_limit=1 << 30).fingerprint == Config().fingerprint
+    # How a run works is not what it finds: RunOptions are not a Config field.
+    assert "memory_limit" not in Config().to_dict()
     # Pinned so that an accidental change of the canonical form is noticed.
     assert len(Config().fingerprint) == 16
+    assert Config().fingerprint == "b62de3e2cae7b7b8"
 
 
 def test_layout_divisible_when_given() -> None:
     assert Config(num_perm=128, bands=32).layout == (32, 4)
     assert Config(num_perm=128, rows=8).layout == (16, 8)
     assert Config(threshold=0.8).layout == (21, 6)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"memory_limit": 10}, "memory_limit"),
+        ({"memory_limit": True}, "memory_limit"),
+        ({"workers": "2"}, "workers"),
+        ({"spill": 1}, "spill"),
+        ({"work_dir": 3}, "work_dir"),
+    ],
+)
+def test_run_options_are_validated(kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        RunOptions(**kwargs)  # type: ignore[arg-type]
+    assert info.value.field == field
+    with pytest.raises(TypeError):
+        RunOptions(1 << 30)  # type: ignore[misc]
+    assert RunOptions().memory_limit == 4 << 30 and RunOptions().workers is None

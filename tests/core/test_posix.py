@@ -37,8 +37,8 @@ import json, neardup
 from neardup.batch.job import run_dedup
 r = neardup.find_duplicates(["a b c d e f g", "a b c d e f g", "x y z"])
 stats = run_dedup([{str(ROOT / "data" / "sample.jsonl")!r}], "out")
-print(json.dumps({{"clusters": len(r.clusters), "stats_clusters": stats["clusters"],
-                  "peak": stats["peak_memory_bytes"]}}))
+print(json.dumps({{"clusters": len(r.clusters), "stats_clusters": stats.clusters,
+                  "peak": stats.stats["peak_memory_bytes"]}}))
 """
     proc = run_without_posix(code, tmp_path)
     assert proc.returncode == 0, proc.stderr

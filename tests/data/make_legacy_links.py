@@ -22,7 +22,9 @@ from neardup.service._crypto import MasterSecret
 from neardup.service.tenant import Tenant, TenantConfig
 
 KEY = bytes(range(32))
-CFG = TenantConfig(threshold=0.75, shingle="word:2", num_perm=32, bands=8, rows=4)
+CFG = TenantConfig.from_dict(
+    {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+)
 A = "the red fox runs very fast across the field"
 B = "The red fox runs very fast across the FIELD today"
 

@@ -17,7 +17,7 @@ from neardup.io import corpus as C
 
 
 def test_in_memory_and_out_of_core_duplicates_are_the_same_bytes(tmp_path: Path) -> None:
-    from neardup import run_dedup
+    from neardup import RunOptions, run_dedup
 
     src = tmp_path / "in.jsonl"
     base = "the quick brown fox jumps over the lazy dog and then some more words follow"
@@ -30,7 +30,8 @@ def test_in_memory_and_out_of_core_duplicates_are_the_same_bytes(tmp_path: Path)
     # Compact separators: appending to the original bytes keeps them compact.
     src.write_text("\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n")
     run_dedup([str(src)], str(tmp_path / "mem"), id_field="id", report=False)
-    run_dedup([str(src)], str(tmp_path / "ooc"), id_field="id", report=False, spill=True)
+    spill = RunOptions(spill=True)
+    run_dedup([str(src)], str(tmp_path / "ooc"), id_field="id", report=False, options=spill)
     mem = (tmp_path / "mem" / "duplicates.jsonl").read_bytes()
     assert mem and mem == (tmp_path / "ooc" / "duplicates.jsonl").read_bytes()
     for line in mem.splitlines():

@@ -23,7 +23,9 @@ from neardup.service.tenant import Tenant, TenantConfig
 
 MASTER = MasterSecret(b"m" * 32)
 # word:1 sets of 10 words; 16 bands x 2 rows finds a pair at 0.6 with P = 0.99996.
-CFG = TenantConfig(threshold=0.75, shingle="word:1", num_perm=32, bands=16, rows=2)
+CFG = TenantConfig.from_dict(
+    {"threshold": 0.75, "shingle": "word:1", "num_perm": 32, "bands": 16, "rows": 2}
+)
 LEGACY = Path(__file__).resolve().parents[1] / "data" / "legacy-links-t1.tar.gz"
 
 
@@ -152,7 +154,9 @@ def test_links_never_point_at_dead_or_self_items(ops: list[tuple[str, int, int]]
 
 A = "the red fox runs very fast across the field"
 B = "The red fox runs very fast across the FIELD today"
-SEED = TenantConfig(threshold=0.75, shingle="word:2", num_perm=32, bands=8, rows=4)
+SEED = TenantConfig.from_dict(
+    {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+)
 KEY = MasterSecret(bytes(range(32)))  # service_helpers.FIXED_MASTER_KEY
 
 
@@ -204,7 +208,9 @@ def test_tombstoned_canonical_hands_its_cluster_to_the_oldest_live_member(
 
 
 def test_release_as_duplicate_keeps_one_hop_and_never_links_to_itself(tmp_path: Path) -> None:
-    cfg = TenantConfig(threshold=0.75, shingle="word:1", num_perm=32, bands=16, rows=2)
+    cfg = TenantConfig.from_dict(
+        {"threshold": 0.75, "shingle": "word:1", "num_perm": 32, "bands": 16, "rows": 2}
+    )
     t = Tenant.create(str(tmp_path / "t1"), "t1", cfg, KEY)
     t.set_policy({"threshold": 0.75, "review_below": 0.12}, actor="op")
     a, b = _family("a"), _family("b")

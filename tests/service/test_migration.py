@@ -42,7 +42,8 @@ def _variant(text: str, k: int) -> str:
 
 def _tenant(tmp_path: Path, retain: str = "text") -> tuple[str, Tenant, Migration]:
     root = str(tmp_path / "t1")
-    Tenant.create(root, "t1", TenantConfig(**LIVE, retain=retain), MASTER).close()  # type: ignore[arg-type]
+    cfg = TenantConfig.from_dict({**LIVE, "retain": retain})
+    Tenant.create(root, "t1", cfg, MASTER).close()
     live, mig = load_tenant(root, MASTER)
     for f, text in enumerate(FAMILIES):
         live.upsert(item_id=f"f{f}", content=text)
@@ -70,7 +71,8 @@ def test_a_shadow_answers_like_the_source(tmp_path: Path, change: dict[str, Any]
     root, live, mig = _tenant(tmp_path)
     try:
         live.tombstone("f3")
-        out = mig.start(TenantConfig(**{**LIVE, **change, "retain": "text"}), actor="op")
+        new = TenantConfig.from_dict({**LIVE, **change, "retain": "text"})
+        out = mig.start(new, actor="op")
         assert out["rebuilt_items"] == 3 and out["role"] == "shadow"
         shadow = mig.other
         assert shadow is not None and len(shadow) == len(live) == 3
@@ -97,7 +99,7 @@ def test_a_shadow_answers_like_the_source(tmp_path: Path, change: dict[str, Any]
 def test_writes_are_mirrored_to_the_shadow(tmp_path: Path) -> None:
     _root, live, mig = _tenant(tmp_path)
     try:
-        mig.start(TenantConfig(**{**LIVE, "num_perm": 64, "bands": 32}), actor=None)
+        mig.start(TenantConfig.from_dict({**LIVE, "num_perm": 64, "bands": 32}), actor=None)
         kw = {"item_id": "new", "content": _variant(FAMILIES[0], 9)}
         resp = live.upsert(**kw)
         cmp = mig.mirror_upsert(kw, resp)
@@ -115,23 +117,22 @@ def test_a_hashes_only_tenant_cannot_change_its_shingles(tmp_path: Path) -> None
     root, _live, mig = _tenant(tmp_path, retain="hashes")
     try:
         with pytest.raises(Conflict, match="retains hashed shingles only"):
-            mig.start(TenantConfig(**{**LIVE, "shingle": "word:3"}), actor=None)
+            mig.start(TenantConfig.from_dict({**LIVE, "shingle": "word:3"}), actor=None)
         with pytest.raises(InvalidConfig, match="equals the live configuration"):
-            mig.start(TenantConfig(**LIVE), actor=None)
+            mig.start(TenantConfig.from_dict(LIVE), actor=None)
         assert mig.other is None and not os.path.exists(os.path.join(root, POINTER))
         # The layout may change: the features are enough.
-        assert mig.start(TenantConfig(**{**LIVE, "bands": 8, "rows": 4}), actor=None)[
-            "rebuilt_items"
-        ] == len(FAMILIES)
+        new = TenantConfig.from_dict({**LIVE, "bands": 8, "rows": 4})
+        assert mig.start(new, actor=None)["rebuilt_items"] == len(FAMILIES)
         with pytest.raises(Conflict, match="already has a shadow"):
-            mig.start(TenantConfig(**{**LIVE, "bands": 4, "rows": 8}), actor=None)
+            mig.start(TenantConfig.from_dict({**LIVE, "bands": 4, "rows": 8}), actor=None)
     finally:
         _close(mig)
 
 
 def test_promote_then_retire_then_reopen(tmp_path: Path) -> None:
     root, _live, mig = _tenant(tmp_path)
-    new = TenantConfig(**{**LIVE, "shingle": "word:3", "retain": "text"})
+    new = TenantConfig.from_dict({**LIVE, "shingle": "word:3", "retain": "text"})
     mig.start(new, actor="op")
     shadow_rel = mig.other_rel
     assert shadow_rel is not None and shadow_rel.startswith("shadow-")
@@ -170,7 +171,7 @@ def test_rollback_removes_the_shadow_and_keeps_the_live_tenant(tmp_path: Path) -
     root, live, mig = _tenant(tmp_path)
     try:
         before = live.candidates(FAMILIES[0], limit=3)
-        mig.start(TenantConfig(**{**LIVE, "num_perm": 64, "bands": 32}), actor=None)
+        mig.start(TenantConfig.from_dict({**LIVE, "num_perm": 64, "bands": 32}), actor=None)
         rel = mig.other_rel
         assert rel is not None and os.path.isdir(os.path.join(root, rel))
         with pytest.raises(Conflict, match="no previous version"):

@@ -17,7 +17,9 @@ from neardup.service.tenant import Tenant, TenantConfig
 from service_helpers import Server, fault_shim, producer
 
 MASTER = MasterSecret(b"m" * 32)
-CFG = TenantConfig(threshold=0.75, shingle="word:2", num_perm=32, bands=32, rows=1)
+CFG = TenantConfig.from_dict(
+    {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 32, "rows": 1}
+)
 SEED = {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 32, "rows": 1}
 
 # Inside a server process: an upsert of an item whose id starts with "poison" fails in
@@ -215,7 +217,9 @@ def test_request_work_is_bounded_by_deterministic_budgets(tmp_path: Path) -> Non
     words = _words(1, 170_000)
     big = " ".join(words)
     assert len(big) > 1_000_000
-    cfg = TenantConfig(threshold=0.75, shingle="word:2", max_shingles=1_000_000)
+    cfg = TenantConfig.from_dict(
+        {"threshold": 0.75, "shingle": "word:2", "max_shingles": 1_000_000}
+    )
     t = Tenant.create(str(tmp_path / "t1"), "t1", cfg, MASTER, verify_budget=700_000)
     for i in range(3):  # three stored near copies of the same text
         w = list(words)

@@ -21,8 +21,15 @@ from neardup.service.tenant import Tenant, TenantConfig
 from service_helpers import record_figure
 
 MASTER = MasterSecret(bytes(range(32)))
-CFG = TenantConfig(
-    threshold=0.75, shingle="word:2", num_perm=32, bands=8, rows=4, retain="text"
+CFG = TenantConfig.from_dict(
+    {
+        "threshold": 0.75,
+        "shingle": "word:2",
+        "num_perm": 32,
+        "bands": 8,
+        "rows": 4,
+        "retain": "text",
+    }
 )
 PAGE = 4096
 

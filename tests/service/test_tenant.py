@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -18,12 +19,14 @@ from neardup.core._errors import (
     SchemeMismatch,
 )
 from neardup.service._crypto import MasterSecret
-from neardup.service.tenant import Tenant, TenantConfig
+from neardup.service.tenant import SERVICE_SCHEME, Tenant, TenantConfig
 from neardup.testing import plant_near_duplicates, synthetic_documents
 from neardup.text.hashing import hash_documents
 
 MASTER = MasterSecret(b"m" * 32)
-SEED_CFG = TenantConfig(threshold=0.75, shingle="word:2", num_perm=32, bands=8, rows=4)
+SEED_CFG = TenantConfig.from_dict(
+    {"threshold": 0.75, "shingle": "word:2", "num_perm": 32, "bands": 8, "rows": 4}
+)
 
 
 def make(tmp_path: Path, name: str = "t1", cfg: TenantConfig = SEED_CFG, **kw) -> Tenant:
@@ -45,7 +48,7 @@ def test_seed_demonstration(tmp_path: Path) -> None:
     assert c["candidates"] == [] and c["decision"]["state"] == "unique"
     assert "not proof of uniqueness" in c["decision"]["reason"]
     with pytest.raises(InvalidConfig, match="num_perm=31"):
-        TenantConfig(threshold=0.75, shingle="word:2", num_perm=31, bands=8)
+        TenantConfig.from_dict({"threshold": 0.75, "shingle": "word:2", "num_perm": 31, "bands": 8})
     t.tombstone("A")
     assert t.candidates("red fox runs very fast", limit=10)["candidates"][0]["item_id"] == "B"
     t.compact()
@@ -68,7 +71,7 @@ def test_scores_are_exact_against_the_oracle(tmp_path: Path) -> None:
         edit_rate=[0.0, 0.02, 0.05, 0.1],
         seed=4,
     )
-    cfg = TenantConfig(threshold=0.7, shingle="word:3", bands=32, rows=4)
+    cfg = TenantConfig.from_dict({"threshold": 0.7, "shingle": "word:3", "bands": 32, "rows": 4})
     t = make(tmp_path, cfg=cfg)
     sets = hash_documents(texts, t.dedup, key=t.key)
     found: set[tuple[int, int]] = set()
@@ -77,11 +80,10 @@ def test_scores_are_exact_against_the_oracle(tmp_path: Path) -> None:
         for c in r["candidates"]:
             j = int(c["item_id"][1:])
             assert c["score"] == pytest.approx(sets.jaccard(i, j), abs=0)
-            if c["score"] >= cfg.threshold:
+            if c["score"] >= cfg.scheme.threshold:
                 found.add((j, i))
-    truth = {
-        (a, b) for b in range(len(texts)) for a in range(b) if sets.jaccard(a, b) >= cfg.threshold
-    }
+    at = cfg.scheme.threshold
+    truth = {(a, b) for b in range(len(texts)) for a in range(b) if sets.jaccard(a, b) >= at}
     assert truth and found == truth
 
 
@@ -133,9 +135,8 @@ def test_restore_refusals_leave_live_state_untouched(tmp_path: Path) -> None:
     other = Tenant.create(str(tmp_path / "t2"), "t2", SEED_CFG, MASTER)
     with pytest.raises(Conflict, match="tenant 't1'"):
         other.restore(snap)
-    third = Tenant.create(
-        str(tmp_path / "t1x"), "t1", TenantConfig(threshold=0.75, shingle="word:3"), MASTER
-    )
+    cfg = TenantConfig.from_dict({"threshold": 0.75, "shingle": "word:3"})
+    third = Tenant.create(str(tmp_path / "t1x"), "t1", cfg, MASTER)
     with pytest.raises(SchemeMismatch):
         third.restore(snap)
     assert t.digest() == digest
@@ -152,7 +153,9 @@ def test_rotated_master_secret_is_refused_at_start(tmp_path: Path) -> None:
 
 
 def test_limits_and_bad_content(tmp_path: Path) -> None:
-    cfg = TenantConfig(threshold=0.75, shingle="word:2", max_items=2, max_shingles=20)
+    cfg = TenantConfig.from_dict(
+        {"threshold": 0.75, "shingle": "word:2", "max_items": 2, "max_shingles": 20}
+    )
     t = make(tmp_path, cfg=cfg)
     with pytest.raises(EmptyDocument):
         t.upsert(item_id="E", content="   ")
@@ -168,7 +171,7 @@ def test_limits_and_bad_content(tmp_path: Path) -> None:
 
 
 def test_retained_text_is_sealed_at_rest(tmp_path: Path) -> None:
-    cfg = TenantConfig(threshold=0.75, shingle="word:2", retain="text")
+    cfg = TenantConfig.from_dict({"threshold": 0.75, "shingle": "word:2", "retain": "text"})
     t = make(tmp_path, cfg=cfg)
     t.upsert(item_id="A", content="Secret Marmalade Recipe for the Queen")
     assert t.store.text(0) == "secret marmalade recipe for the queen"
@@ -351,3 +354,36 @@ def test_batched_writer_keeps_upsert_semantics_under_concurrency(tmp_path: Path)
     t.close()
     r = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
     assert r.digest() == digest
+
+
+def test_the_json_form_is_flat_and_round_trips() -> None:
+    """The JSON form stays what it was when the fields were declared flat."""
+    assert TenantConfig().to_dict() == {
+        "threshold": 0.8,
+        "shingle": "word:5",
+        "normalizer": "nfkc-casefold",
+        "num_perm": 128,
+        "bands": None,
+        "rows": None,
+        "retain": "hashes",
+        "scheme_version": 1,
+        "policy_version": 1,
+        "max_items": 10_000_000,
+        "max_shingles": 100_000,
+        "max_candidates": 100,
+        "max_bucket_size": 1_000,
+        "rate_per_s": 5_000.0,
+        "burst": 10_000,
+    }
+    assert TenantConfig().scheme == SERVICE_SCHEME
+    assert SERVICE_SCHEME.hash_algorithm == "siphash24"
+    for form in ({"shingle": "word:05", "threshold": 1}, {"normalizer": "nfkc@1", "bands": 8}):
+        cfg = TenantConfig.from_dict(form)
+        assert TenantConfig.from_dict(cfg.to_dict()) == cfg
+        assert {k: cfg.to_dict()[k] for k in form} == form
+    with pytest.raises(InvalidConfig, match="unknown field"):
+        TenantConfig.from_dict({"seed": 1})
+    with pytest.raises(InvalidConfig, match=r"scheme\.seed"):
+        TenantConfig(scheme=dataclasses.replace(SERVICE_SCHEME, seed=1))
+    with pytest.raises(InvalidConfig, match="max_candidates"):
+        TenantConfig.from_dict({"max_candidates": 20_000})

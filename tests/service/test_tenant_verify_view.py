@@ -21,7 +21,9 @@ from neardup.service._crypto import MasterSecret
 from neardup.service.tenant import Tenant, TenantConfig
 
 MASTER = MasterSecret(b"v" * 32)
-CFG = TenantConfig(threshold=0.5, shingle="word:2", num_perm=32, bands=16, rows=2)
+CFG = TenantConfig.from_dict(
+    {"threshold": 0.5, "shingle": "word:2", "num_perm": 32, "bands": 16, "rows": 2}
+)
 WORDS = [f"w{i}" for i in range(40)]
 
 

@@ -370,7 +370,7 @@ def test_closing_a_tenant_ends_its_background_audit_quietly(
 ) -> None:
     crashes: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: crashes.append(args.exc_value))
-    cfg = TenantConfig(**A)  # type: ignore[arg-type]
+    cfg = TenantConfig.from_dict(A)
     t = Tenant.create(
         str(tmp_path / "t1"),
         "t1",

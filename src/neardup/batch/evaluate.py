@@ -17,17 +17,23 @@ from typing import Any
 import numpy as np
 
 from neardup.batch.pipeline import find_duplicates
-from neardup.core.config import Config
+from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config
 from neardup.sketch.lsh import candidate_probability
 from neardup.verify.oracle import allpairs_join
 
 __all__ = ["evaluate"]
 
 
-def evaluate(texts: Sequence[str], *, config: Config | None = None) -> dict[str, Any]:
-    """Pair recall/precision of LSH + exact verification against the exact join."""
+def evaluate(
+    texts: Sequence[str],
+    *,
+    config: Config | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> dict[str, Any]:
+    """Pair recall/precision of LSH + exact verification against the exact join
+    (``memory_limit`` as for :func:`neardup.find_duplicates`)."""
     cfg = config or Config()
-    res = find_duplicates(texts, config=cfg, edges="all")
+    res = find_duplicates(texts, config=cfg, edges="all", memory_limit=memory_limit)
     if res.sets is None:  # pragma: no cover - find_duplicates always returns sets
         raise RuntimeError("no sets")
     truth = allpairs_join(res.sets, cfg.threshold)

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from neardup.batch.pipeline import DedupResult, dedup_sets, normalize_and_hash
 from neardup.core._errors import MemoryLimitExceeded, NeardupIOError
-from neardup.core.config import Config, scratch_bytes
+from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config, scratch_bytes
 from neardup.io._ids import IdChoice, detect_id_field, settle_ids
 from neardup.io.corpus import BadRecord, FieldAppender, in_memory_plan, iter_jsonl
 from neardup.sketch.minhash import MinHasher, SignatureSet
@@ -43,9 +43,9 @@ WORK_ELSEWHERE = "point --work-dir at a disk with room for the working files"
 _PER_DOC_RAM = 96
 
 
-def chunk_chars(config: Config) -> int:
+def chunk_chars(memory_limit: int) -> int:
     """Characters per index-pass chunk: a fortieth of the memory limit, 256 KiB-64 MiB."""
-    return max(256 << 10, min(_CHUNK_CHARS, config.memory_limit // 40))
+    return max(256 << 10, min(_CHUNK_CHARS, memory_limit // 40))
 
 
 class _Appender:
@@ -96,8 +96,13 @@ def spilled_dedup(
     progress: Callable[[str, int, int], None] | None = None,
     detect_id: bool = False,
     check_ids: Callable[[list[Any]], None] | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> tuple[DedupResult, list[Any], list[BadRecord]]:
     """Index pass + join over JSONL ``inputs`` with working files in ``workdir``.
+
+    The index pass hashes chunks of :func:`chunk_chars` ``(memory_limit)``
+    characters; the join is refused (:class:`MemoryLimitExceeded`) when its plan
+    exceeds ``memory_limit``.
 
     ``detect_id`` as for :func:`neardup.io.corpus.read_corpus`; the choice goes into
     the result's stats (``id_field``, ``id_field_detected``, ``id_field_fallback``).
@@ -114,7 +119,7 @@ def spilled_dedup(
     chunk: list[str] = []
     size = 0
     done = 0
-    chunk_limit = chunk_chars(cfg)
+    chunk_limit = chunk_chars(memory_limit)
 
     def flush() -> None:
         nonlocal chunk, size, done
@@ -157,9 +162,9 @@ def spilled_dedup(
         check_ids(ids)
     n = len(ids)
     planned = scratch_bytes(chunk_limit) + n * _PER_DOC_RAM
-    if planned > cfg.memory_limit:
+    if planned > memory_limit:
         raise MemoryLimitExceeded(
-            planned, cfg.memory_limit, f"the out-of-core join of {n:,} documents"
+            planned, memory_limit, f"the out-of-core join of {n:,} documents"
         )
     sizes = out.mapped("sizes.i64", np.int64)
     indptr = np.zeros(n + 1, dtype=np.int64)

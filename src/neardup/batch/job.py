@@ -49,9 +49,10 @@ from neardup.batch.outputs import (
     writing,
 )
 from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates_hashed
+from neardup.batch.runs import DedupRun
 from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
-from neardup.core.config import Config
+from neardup.core.config import Config, RunOptions
 from neardup.core.ids import JSON_SCALARS, describe, json_id, unique_ids
 from neardup.core.leftovers import (
     owned_folder,
@@ -172,30 +173,32 @@ def run_dedup(
     skip_bad: bool = False,
     overwrite: bool = False,
     dry_run: bool = False,
-    workers: int | None = None,
+    options: RunOptions | None = None,
     report: bool = True,
     progress: Callable[[str, int, int], None] | None = None,
-    spill: bool = False,
-    work_dir: str | None = None,
     prefetch: Prefetch | None = None,
-    on_finished: Callable[[dict[str, Any]], None] | None = None,
+    on_finished: Callable[[DedupRun], None] | None = None,
     detect_id: bool = False,
     rename_duplicate_ids: bool = False,
-) -> dict[str, Any]:
-    """Deduplicate ``inputs`` into the folder ``output``; returns the stats.
+) -> DedupRun:
+    """Deduplicate ``inputs`` into the folder ``output``; returns the
+    :class:`~neardup.batch.runs.DedupRun` (its ``stats`` are ``stats.json``'s).
 
     With ``detect_id`` and no ``id_field``, a field ``id`` of the inputs gives the
     ids when every record has a usable one (:mod:`neardup.io._ids`); ``stats``
     reports the choice (``id_field``, ``id_field_detected``, ``id_field_fallback``).
 
-    With ``dry_run`` nothing is written and the stats are returned.  With
+    With ``dry_run`` nothing is written (the run's ``output`` is None).  With
     ``against`` the documents of that saved index count as earlier input; with
     ``save_index`` the index of everything seen (prior + this run) is written there.
 
-    When the in-memory plan (:func:`neardup.batch.external.in_memory_plan`) exceeds
-    ``config.memory_limit`` — or with ``spill`` — JSONL inputs are processed out of
-    core (:mod:`neardup.batch.external`) with working files under ``work_dir`` (default: a
-    temporary folder beside ``output``), removed at the end.
+    ``options`` (:class:`~neardup.core.config.RunOptions`) say how the run works,
+    never what it finds: the kernels use ``options.workers`` threads; when the
+    in-memory plan (:func:`neardup.io.corpus.in_memory_plan`) exceeds
+    ``options.memory_limit`` — or with ``options.spill`` — JSONL inputs are processed
+    out of core (:mod:`neardup.batch.external`) with working files under
+    ``options.work_dir`` (default: a temporary folder beside ``output``), removed at
+    the end.
 
     ``prefetch``, a :class:`~neardup.io.corpus.Prefetch` the caller started on
     ``inputs`` (and closes), lets an in-memory run take the bytes it has read; an
@@ -206,12 +209,13 @@ def run_dedup(
     ``X`` is ``X#2`` in ``clusters.jsonl`` and the ``representative`` field (a warning
     on stderr says so; the records are written unchanged).
 
-    ``on_finished(stats)``, if given, is called once every output of an in-memory
+    ``on_finished(run)``, if given, is called with the answer once every output of an in-memory
     run is written and in place, before the run's memory (about 3x the input) is
     released: a program that ends there may skip releasing it.
     """
     cfg = config or Config()
-    set_workers(workers)
+    run = options or RunOptions()
+    set_workers(run.workers)
     t_start = time.perf_counter()
     protect = [*inputs, *([against] if against else [])]
     if save_index and not dry_run:
@@ -219,9 +223,9 @@ def run_dedup(
     with staged_output(None if dry_run else output, overwrite, protect) as tmp:
         t0 = time.perf_counter()
         plan = in_memory_plan(inputs, cfg)
-        if spill or plan > cfg.memory_limit:
+        if run.spill or plan > run.memory_limit:
             if not streamable(inputs):
-                _refuse_out_of_core(inputs, plan, cfg.memory_limit, spill)
+                _refuse_out_of_core(inputs, plan, run.memory_limit, run.spill)
             if against or save_index:
                 raise InvalidConfig(
                     "against/save-index",
@@ -231,7 +235,7 @@ def run_dedup(
                 )
             if prefetch is not None:
                 prefetch.close()
-            return _run_spilled(
+            stats = _run_spilled(
                 inputs,
                 output,
                 tmp,
@@ -244,11 +248,12 @@ def run_dedup(
                 method,
                 progress,
                 report,
-                work_dir,
+                run,
                 t_start,
                 rename_duplicate_ids,
                 detect_id,
             )
+            return DedupRun.from_stats(stats, None if tmp is None else output)
         if progress is not None:
             progress("read", 0, 1)
         feeder = _feeder(cfg, key, inputs)
@@ -291,6 +296,7 @@ def run_dedup(
             method=method,
             prior=prior,
             progress=progress,
+            memory_limit=run.memory_limit,
         )
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
         stats.update(corpus.id_choice.stats())
@@ -300,7 +306,7 @@ def run_dedup(
             # hashing went on after reading ended.
             stats["timings_s"]["hash_after_read"] = round(feeder.wait_s, 6)
         if tmp is None:
-            return stats
+            return DedupRun.from_stats(stats, None)
         t1 = time.perf_counter()
         if progress is not None:
             progress("write", 0, 1)
@@ -316,9 +322,10 @@ def run_dedup(
             result.to_index(ids_all).save(os.path.join(save_index, INDEX_FILE))
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         finish_output(tmp, output, stats, t_start)
+        run_result = DedupRun.from_stats(stats, output)
         if on_finished is not None:
-            on_finished(stats)
-        return stats
+            on_finished(run_result)
+        return run_result
 
 
 def _refuse_out_of_core(inputs: Sequence[str], plan: int, limit: int, spill: bool) -> None:
@@ -377,13 +384,14 @@ def _run_spilled(
     method: str,
     progress: Callable[[str, int, int], None] | None,
     with_report: bool,
-    work_dir: str | None,
+    run: RunOptions,
     t_start: float,
     rename_ids: bool,
     detect_id: bool = False,
 ) -> dict[str, Any]:
     from neardup.batch.external import WORK_ELSEWHERE, spilled_dedup, write_streamed
 
+    work_dir = run.work_dir
     base = work_dir or os.path.dirname(os.path.abspath(output)) or "."
     renames: list[tuple[Any, int, int, str]] = []
     try:
@@ -409,6 +417,7 @@ def _run_spilled(
                 progress=progress,
                 detect_id=detect_id,
                 check_ids=functools.partial(_check_spilled_ids, inputs, rename_ids, renames),
+                memory_limit=run.memory_limit,
             )
         ids = [json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)

@@ -55,7 +55,7 @@ from neardup.batch.index import DedupIndex
 from neardup.batch.online import Deduplicator
 from neardup.batch.results import DedupResult, Match, search_stats, size_histogram
 from neardup.core._errors import InvalidConfig, MemoryLimitExceeded
-from neardup.core.config import Config, scratch_bytes
+from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config, scratch_bytes
 from neardup.graph.cluster import KEEP_RULES, Edge, build_clusters, join_edges
 from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _unionfind as UF
@@ -124,6 +124,7 @@ def find_duplicates(
     edges: Literal["forest", "all"] = "forest",
     prior: DedupIndex | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> DedupResult:
     """Find exact and near duplicates in a batch of texts.
 
@@ -140,6 +141,8 @@ def find_duplicates(
             ``0 .. len(prior) - 1`` and ``texts`` follow, so the result equals one run
             over the union; ``stats`` counts only the new documents.
         progress: called as ``progress(stage, done, total)`` during long stages.
+        memory_limit: bytes the run may plan to use; checked before anything is
+            allocated (:class:`~neardup.MemoryLimitExceeded`).
     """
     return find_duplicates_hashed(
         texts,
@@ -151,6 +154,7 @@ def find_duplicates(
         edges=edges,
         prior=prior,
         progress=progress,
+        memory_limit=memory_limit,
     )
 
 
@@ -165,6 +169,7 @@ def find_duplicates_hashed(
     edges: Literal["forest", "all"] = "forest",
     prior: DedupIndex | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> DedupResult:
     """:func:`find_duplicates`, given ``hashed`` (a :class:`HashFeeder`'s result for
     exactly ``texts``) when the texts were hashed while being read."""
@@ -206,9 +211,9 @@ def find_duplicates_hashed(
     planned = scratch_bytes(chars) + (n_new + n_prior) * cfg.estimated_memory_per_document(
         avg_bytes=max(avg, 1)
     )
-    if planned > cfg.memory_limit:
+    if planned > memory_limit:
         raise MemoryLimitExceeded(
-            planned, cfg.memory_limit, f"deduplicating {n_new + n_prior:,} documents"
+            planned, memory_limit, f"deduplicating {n_new + n_prior:,} documents"
         )
     if hashed is None:
         hashed = normalize_and_hash(texts, cfg, key, scheme, progress)

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from neardup.batch.job import set_workers
 from neardup.batch.outputs import finish_output, staged_output, write_clusters
+from neardup.batch.runs import DedupRun
 from neardup.core._errors import InputError, InvalidConfig, NeardupIOError
 from neardup.io.corpus import write_subset
 from neardup.text.hashing import HashKey
@@ -63,8 +64,9 @@ def run_vector_dedup(
     dry_run: bool = False,
     workers: int | None = None,
     report: bool = True,
-) -> dict[str, Any]:
-    """Deduplicate the vectors of ``inputs`` into ``output``; returns the stats.
+) -> DedupRun:
+    """Deduplicate the vectors of ``inputs`` into ``output``; returns the
+    :class:`~neardup.batch.runs.DedupRun` (its ``stats`` are ``stats.json``'s).
 
     Feature bags are hashed with ``key`` (keyed SipHash) when given — pass one
     whenever feature names come from untrusted input.
@@ -75,7 +77,7 @@ def run_vector_dedup(
     ...     [.98, 1.02, 1, 1.01], [0, 1, 0, 1]]))
     >>> st = run_vector_dedup([os.path.join(d, "v.npy")], os.path.join(d, "out"),
     ...     vectors_field="-", config=VectorConfig(threshold=0.85))
-    >>> st["documents_in"], st["documents_out"], st["clusters"]
+    >>> st.documents_in, st.documents_out, st.clusters
     (4, 2, 1)
     """
     cfg0 = config or VectorConfig()
@@ -103,12 +105,12 @@ def run_vector_dedup(
         result = find_vector_duplicates(data, cfg0)
         stats = _stats(result, vc, inputs, identical, read_s, t_start)
         if tmp is None:
-            return stats
+            return DedupRun.from_stats(stats, None)
         t1 = time.perf_counter()
         _write_outputs(tmp, vc, result, stats, report)
         stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
         finish_output(tmp, output, stats, t_start)
-        return stats
+        return DedupRun.from_stats(stats, output)
 
 
 def _stats(

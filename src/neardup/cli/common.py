@@ -23,7 +23,7 @@ from neardup.core._errors import (
     NeardupIOError,
     SchemeMismatch,
 )
-from neardup.core.config import Config, ShingleSpec
+from neardup.core.config import Config, RunOptions, ShingleSpec
 
 __all__ = [
     "CONFIG_OPTIONS",
@@ -43,6 +43,7 @@ __all__ = [
     "parse_size",
     "ready_kernels",
     "resolved_inputs",
+    "run_options_from",
 ]
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -185,7 +186,6 @@ CONFIG_OPTIONS = (
     "seed",
     "verify",
     "signature",
-    "memory_limit",
     "max_shingles",
     "max_document_bytes",
 )
@@ -204,8 +204,20 @@ def config_from(opts: dict[str, Any]) -> Config:
         seed=o["seed"],
         verify=o["verify"],
         signature=o["signature"],
-        memory_limit=parse_size(o["memory_limit"]),
         max_document_bytes=o["max_document_bytes"],
+    )
+
+
+def run_options_from(
+    opts: dict[str, Any], *, spill: bool = False, work_dir: str | None = None
+) -> RunOptions:
+    """The RunOptions named by ``--memory-limit`` (popped from ``opts``) and
+    ``--workers``, with a command's own ``spill`` and ``work_dir``."""
+    return RunOptions(
+        memory_limit=parse_size(opts.pop("memory_limit")),
+        workers=opts["workers"],
+        spill=spill,
+        work_dir=work_dir,
     )
 
 

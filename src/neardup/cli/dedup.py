@@ -24,12 +24,14 @@ from neardup.cli.common import (
     input_args,
     ready_kernels,
     resolved_inputs,
+    run_options_from,
 )
 from neardup.core._errors import InvalidConfig
-from neardup.core.config import Config
+from neardup.core.config import Config, RunOptions
 from neardup.kernels._kernel_manifest import GROUPS as KERNEL_GROUPS
 
 if TYPE_CHECKING:
+    from neardup.batch.runs import DedupRun
     from neardup.io.corpus import Prefetch
 
 __all__ = ["compile_cmd", "dedup"]
@@ -239,11 +241,13 @@ def dedup(
     progress = Progress(quiet)
     with errors():
         cfg = config_from(opts)
+        run = run_options_from(opts, spill=spill, work_dir=work_dir)
     summarized = False
 
-    def summarize(stats: dict[str, Any]) -> None:
+    def summarize(run_result: DedupRun) -> None:
         nonlocal summarized
         summarized = True
+        stats, r = run_result.stats, run_result
         if stats.get("id_field_fallback"):
             click.echo(
                 f"note: ids are row numbers: {stats['id_field_fallback']} "
@@ -252,11 +256,11 @@ def dedup(
             )
         ids = stats.get("id_field")
         click.echo(
-            f"{stats['documents_in']} documents: kept {stats['documents_out']}, exact "
-            f"duplicates {stats['exact_duplicates']}, near duplicates "
-            f"{stats['near_duplicates']}, clusters {stats['clusters']}, empty "
+            f"{r.documents_in} documents: kept {r.documents_out}, exact "
+            f"duplicates {r.exact_duplicates}, near duplicates "
+            f"{r.near_duplicates}, clusters {r.clusters}, empty "
             f"{stats['empty']}, too large {stats['too_large']}, bad records "
-            f"{stats['bad_records']}; predicted recall at {stats['threshold']}: "
+            f"{r.bad_records}; predicted recall at {stats['threshold']}: "
             f"{stats['predicted_recall_at_threshold']:.4f}; ids: "
             + (f"field {ids!r}" if ids else "row numbers")
             + (" (detected)" if stats.get("id_field_detected") else "")
@@ -267,7 +271,7 @@ def dedup(
             exit_now()
 
     with errors():
-        prefetch = _prefetch(list(inputs), cfg, spill)
+        prefetch = _prefetch(list(inputs), cfg, run)
     try:
         # Loading numba and the kernels while the input is being read: both wait on
         # different resources (the loader on the CPU, the reader on the disk).
@@ -280,7 +284,7 @@ def dedup(
         from neardup.batch.job import batch_process_tuning, run_dedup
 
         with errors(corrupt=3), batch_process_tuning():
-            stats = run_dedup(
+            result = run_dedup(
                 list(inputs),
                 output,
                 config=cfg,
@@ -291,11 +295,9 @@ def dedup(
                 save_index=save_index,
                 overwrite=overwrite,
                 dry_run=dry_run,
-                workers=opts["workers"],
+                options=run,
                 report=not no_report,
                 progress=progress,
-                spill=spill,
-                work_dir=work_dir,
                 prefetch=prefetch,
                 on_finished=summarize,
                 detect_id=detect_id,
@@ -305,16 +307,16 @@ def dedup(
         if prefetch is not None:
             prefetch.close()
     if not summarized:
-        summarize(stats)
+        summarize(result)
 
 
-def _prefetch(inputs: list[str], cfg: Config, spill: bool) -> Prefetch | None:
+def _prefetch(inputs: list[str], cfg: Config, run: RunOptions) -> Prefetch | None:
     """A :class:`~neardup.io.corpus.Prefetch` of the inputs when the run will read them
     whole into memory, else None."""
     from neardup.io.corpus import Prefetch, in_memory_plan
 
     try:
-        in_memory = not spill and in_memory_plan(inputs, cfg) <= cfg.memory_limit
+        in_memory = not run.spill and in_memory_plan(inputs, cfg) <= run.memory_limit
     except OSError:
         return None  # the reader words the error
     return Prefetch(inputs) if in_memory else None
@@ -353,7 +355,8 @@ def _dedup_ray(
                 name, value, "not available with --engine ray", "drop it or use --engine local"
             )
     cfg = config_from(opts)
-    stats = run_dedup_ray(
+    run_options_from(opts)  # --memory-limit is checked; Ray plans its own memory
+    r = run_dedup_ray(
         list(inputs),
         output,
         config=cfg,
@@ -369,12 +372,17 @@ def _dedup_ray(
         progress=Progress(quiet),
     )
     click.echo(
-        f"{stats['documents_in']} documents: kept {stats.get('documents_out', '?')}, exact "
-        f"duplicates {stats['exact_duplicates']}, near duplicates "
-        f"{stats.get('near_duplicates', '?')}, clusters {stats.get('clusters', '?')} "
-        f"(engine ray, reused stages: {len(stats['engine']['reused_stages'])})"
+        f"{r.documents_in} documents: kept {_known(r.documents_out)}, exact "
+        f"duplicates {r.exact_duplicates}, near duplicates "
+        f"{_known(r.near_duplicates)}, clusters {_known(r.clusters)} "
+        f"(engine ray, reused stages: {len(r.stats['engine']['reused_stages'])})"
         + ("" if dry_run else f"; wrote {output}")
     )
+
+
+def _known(count: int | None) -> int | str:
+    """A count of the Ray engine's summary line, ``?`` when the run did not count it."""
+    return "?" if count is None else count
 
 
 def _dedup_vectors(
@@ -421,7 +429,7 @@ def _dedup_vectors(
             bits=bits,
             seed=opts["seed"],
         )
-        stats = run_vector_dedup(
+        r = run_vector_dedup(
             list(inputs),
             output,
             vectors_field=vectors_field,
@@ -433,11 +441,12 @@ def _dedup_vectors(
             report=not no_report,
         )
     click.echo(
-        f"{stats['documents_in']} vectors: kept {stats['documents_out']}, identical "
-        f"{stats['exact_duplicates']}, near duplicates {stats['near_duplicates']}, clusters "
-        f"{stats['clusters']}, bad records {stats['bad_records']}; predicted recall at "
-        f"{stats['metric']} {stats['threshold']}: "
-        f"{stats['predicted_recall_at_threshold']:.4f}" + ("" if dry_run else f"; wrote {output}")
+        f"{r.documents_in} vectors: kept {r.documents_out}, identical "
+        f"{r.exact_duplicates}, near duplicates {r.near_duplicates}, clusters "
+        f"{r.clusters}, bad records {r.bad_records}; predicted recall at "
+        f"{r.stats['metric']} {r.stats['threshold']}: "
+        f"{r.stats['predicted_recall_at_threshold']:.4f}"
+        + ("" if dry_run else f"; wrote {output}")
     )
 
 

@@ -19,6 +19,7 @@ from neardup.cli.common import (
     errors,
     input_args,
     resolved_inputs,
+    run_options_from,
 )
 
 __all__ = ["eval_cmd"]
@@ -40,9 +41,10 @@ def eval_cmd(inputs: tuple[str, ...], as_json: bool, **opts: Any) -> None:
 
     with errors():
         cfg = config_from(opts)
-        set_workers(opts["workers"])
+        run = run_options_from(opts)
+        set_workers(run.workers)
         corpus = read_corpus(list(inputs), **input_args(opts))
-        report = evaluate(corpus.texts, config=cfg)
+        report = evaluate(corpus.texts, config=cfg, memory_limit=run.memory_limit)
     if as_json:
         click.echo(json.dumps(report, sort_keys=True))
         return

@@ -24,6 +24,7 @@ from neardup.cli.common import (
     input_args,
     options,
     resolved_inputs,
+    run_options_from,
 )
 from neardup.core._provenance import PROVENANCE_FIELDS
 from neardup.core.config import Config
@@ -102,6 +103,7 @@ def audit(
     fields = _fields(opts)
     with errors():
         cfg = config_from(opts)
+        memory_limit = run_options_from(opts).memory_limit
         res = run_audit(
             list(inputs),
             output,
@@ -113,16 +115,16 @@ def audit(
             ignore_boilerplate=ignore_boilerplate,
             large_family=large_family,
             overwrite=overwrite,
+            memory_limit=memory_limit,
         )
-    leak = res["leakage"]
     click.echo(
-        f"{res['records']} records: {res['families']} families "
-        f"({res['records_in_families']} records), {res['flagged_families']} flagged; "
-        f"leaking records {leak['leaking_records']} in {leak['leaking_families']} families"
-        + "".join(f"; {k}: {v}" for k, v in leak["pairs"].items())
+        f"{res.records} records: {res.families} families "
+        f"({res.records_in_families} records), {res.flagged_families} flagged; "
+        f"leaking records {res.leaking_records} in {res.leaking_families} families"
+        + "".join(f"; {k}: {v}" for k, v in res.leakage["pairs"].items())
         + ("" if output is None else f"; wrote {output}")
     )
-    if fail_on_leakage and leak["leaking_records"]:
+    if fail_on_leakage and res.leaking_records:
         click.echo("error: leakage: a family straddles splits (see audit.json)", err=True)
         sys.exit(6)
 
@@ -165,6 +167,7 @@ def split(
     fields = _fields(opts)
     with errors():
         cfg = config_from(opts)
+        memory_limit = run_options_from(opts).memory_limit
         split_seed = cfg.seed
         # --seed draws the assignment; the families must not depend on it, so the
         # hash functions keep their default seed.
@@ -182,9 +185,10 @@ def split(
             decisions=decisions,
             ignore_boilerplate=ignore_boilerplate,
             overwrite=overwrite,
+            memory_limit=memory_limit,
         )
     click.echo(
         "achieved "
-        + ", ".join(f"{k}={v:.4f}" for k, v in rep["achieved"].items())
-        + f" over {rep['families']} families (largest {rep['largest_family']}); wrote {output}"
+        + ", ".join(f"{k}={v:.4f}" for k, v in rep.achieved.items())
+        + f" over {rep.families} families (largest {rep.largest_family}); wrote {output}"
     )

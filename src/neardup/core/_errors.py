@@ -81,7 +81,8 @@ class DocumentTooLarge(NeardupError, ValueError):
 
 
 class MemoryLimitExceeded(NeardupError, MemoryError):
-    """The estimated memory of an operation exceeds ``Config.memory_limit`` (checked first)."""
+    """The estimated memory of an operation exceeds its ``memory_limit`` (a
+    :class:`~neardup.core.config.RunOptions` field; checked first)."""
 
     def __init__(self, usage_bytes: int, limit_bytes: int, what: str) -> None:
         self.usage_bytes = usage_bytes

@@ -26,7 +26,7 @@ from neardup.core._errors import InvalidConfig
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
 from neardup.core.layout import default_layout
 
-__all__ = ["Config", "ShingleSpec"]
+__all__ = ["DEFAULT_MEMORY_LIMIT", "Config", "RunOptions", "ShingleSpec"]
 
 ShingleKind = Literal["word", "char", "byte"]
 HashAlgorithm = Literal["xxh64", "siphash24"]
@@ -46,6 +46,10 @@ SCRATCH_BYTES = 40 * 1024**2
 ``HASH_CHUNK_BYTES`` of text, each needing up to 9 bytes of buffers per text byte
 (a document longer than a chunk is a chunk of its own and adds 9 bytes per byte of
 it; the plan does not count that)."""
+
+
+DEFAULT_MEMORY_LIMIT = 4 * 1024**3
+"""Bytes a batch run plans to use at most unless told otherwise (4 GiB)."""
 
 
 def scratch_bytes(text_bytes: int) -> int:
@@ -167,7 +171,9 @@ class Config:
         verify: ``exact`` (default) or ``estimate`` (signature agreement; results
             are labelled as estimates everywhere).
         max_document_bytes: larger documents raise DocumentTooLarge (10 MiB).
-        memory_limit: bytes that a batch run may plan to use (checked first).
+
+    How a run works (memory limit, worker threads, out-of-core working files) is
+    not part of it: that is :class:`RunOptions`.
     """
 
     threshold: float = 0.8
@@ -184,7 +190,6 @@ class Config:
     max_bucket_size: int = 10_000
     verify: VerifyMode = "exact"
     max_document_bytes: int = 10 * 1024 * 1024
-    memory_limit: int = 4 * 1024**3
 
     def __post_init__(self) -> None:
         t = self.threshold
@@ -216,7 +221,6 @@ class Config:
         _check_int(
             "max_document_bytes", self.max_document_bytes, 1, 1 << 40, "use e.g. 10485760 (10 MiB)"
         )
-        _check_int("memory_limit", self.memory_limit, 1 << 20, 1 << 50, "use e.g. 4 GiB")
         self._check_layout()
 
     def _check_layout(self) -> None:
@@ -278,12 +282,16 @@ class Config:
         shingles = min(max(avg // per_shingle, 1), self.shingle.max_shingles)
         return 4 * self.num_perm + 8 * bands + 8 * shingles + 3 * avg + 160
 
-    def max_documents_in_memory(self, *, avg_bytes: int = 2048) -> int:
-        """How many documents of ``avg_bytes`` fit in ``memory_limit``."""
-        room = max(self.memory_limit - SCRATCH_BYTES, 0)
+    def max_documents_in_memory(
+        self, memory_limit: int = DEFAULT_MEMORY_LIMIT, *, avg_bytes: int = 2048
+    ) -> int:
+        """How many documents of ``avg_bytes`` fit in ``memory_limit`` bytes."""
+        room = max(memory_limit - SCRATCH_BYTES, 0)
         return room // self.estimated_memory_per_document(avg_bytes=avg_bytes)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, layout resolved, and the format version (every field can
+        change a result: :meth:`result_fields` is this)."""
         d = asdict(self)
         d["bands"], d["rows"] = self.layout
         d["format_version"] = FORMAT_VERSION
@@ -292,15 +300,13 @@ class Config:
     def result_fields(self) -> dict[str, Any]:
         """Every field that can change a result, layout resolved (what
         :attr:`fingerprint` is computed from)."""
-        d = self.to_dict()
-        del d["memory_limit"]
-        return d
+        return self.to_dict()
 
     @property
     def fingerprint(self) -> str:
         """Stable 16-hex-digit fingerprint of every field that can change a result
-        (layout resolved).  ``memory_limit`` is left out: it decides how a run works
-        (in memory or out of core), never what it finds."""
+        (layout resolved).  :class:`RunOptions` never enter it: they decide how a run
+        works (in memory or out of core, on how many threads), never what it finds."""
         return fingerprint(self.result_fields())
 
     def differences(self, recorded: dict[str, Any]) -> str:
@@ -315,6 +321,37 @@ class Config:
                 label = f"--{name.replace('_', '-')}" if name in _CLI_FIELDS else name
                 out.append(f"{label}: {theirs.get(name)!r} in the index, {mine.get(name)!r} now")
         return "; ".join(out)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
+    """How a batch run works, never what it finds (no fingerprint includes these).
+
+    Parameters (all keyword-only):
+        memory_limit: bytes a run may plan to use, checked before anything is
+            allocated (:class:`~neardup.MemoryLimitExceeded` otherwise); when an
+            in-memory run would need more, JSONL inputs are processed out of core.
+        workers: threads of the compiled kernels (None: all usable cores); checked
+            against this machine when the run starts.
+        spill: work out of core even when the input fits in memory.
+        work_dir: folder for the out-of-core working files (None: beside the
+            output); removed at the end.
+    """
+
+    memory_limit: int = DEFAULT_MEMORY_LIMIT
+    workers: int | None = None
+    spill: bool = False
+    work_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _check_int("memory_limit", self.memory_limit, 1 << 20, 1 << 50, "use e.g. 4 GiB")
+        w = self.workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int)):
+            raise InvalidConfig("workers", w, "must be an integer or None", "use e.g. workers=4")
+        if not isinstance(self.spill, bool):
+            raise InvalidConfig("spill", self.spill, "must be True or False", "use spill=True")
+        if self.work_dir is not None and not isinstance(self.work_dir, str):
+            raise InvalidConfig("work_dir", self.work_dir, "must be a path", "pass a str or None")
 
 
 _CLI_FIELDS = frozenset(

@@ -22,11 +22,12 @@ import html
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from neardup.batch.outputs import commit_output, staged_output, write_json
 from neardup.core._errors import InputError, InvalidConfig
-from neardup.core.config import Config
+from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config
 from neardup.core.ids import json_id
 from neardup.io.corpus import Corpus, read_corpus, write_subset
 from neardup.lineage.families import (
@@ -39,7 +40,33 @@ from neardup.lineage.families import (
 from neardup.lineage.splits import cross_split_leakage, family_split
 from neardup.text.hashing import HashKey
 
-__all__ = ["record_fields", "run_audit", "run_split"]
+__all__ = ["AuditReport", "SplitReport", "record_fields", "run_audit", "run_split"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """What :func:`run_audit` found (frozen); ``audit`` is the mapping written to
+    ``audit.json``, ``leakage`` its ``leakage`` entry."""
+
+    records: int
+    families: int
+    records_in_families: int
+    flagged_families: int
+    leaking_records: int
+    leaking_families: int
+    leakage: Mapping[str, Any]
+    audit: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SplitReport:
+    """What :func:`run_split` did (frozen); ``report`` is the mapping written to
+    ``split.json``, ``achieved`` each split's share of the records."""
+
+    achieved: Mapping[str, float]
+    families: int
+    largest_family: int
+    report: Mapping[str, Any]
 
 
 def record_fields(corpus: Corpus, names: Sequence[str]) -> list[dict[str, Any]]:
@@ -102,6 +129,7 @@ def _families(
     decisions: str | None,
     ignore_boilerplate: bool,
     large_family: int,
+    memory_limit: int,
 ) -> FamilyResult:
     return build_families(
         corpus.texts,
@@ -113,6 +141,7 @@ def _families(
         decisions=read_decisions(decisions) if decisions else (),
         ignore_boilerplate=ignore_boilerplate,
         large_family=large_family,
+        memory_limit=memory_limit,
     )
 
 
@@ -131,15 +160,26 @@ def run_audit(
     large_family: int = 50,
     skip_bad: bool = False,
     overwrite: bool = False,
-) -> dict[str, Any]:
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> AuditReport:
     """Audit ``inputs`` (``fields`` maps provenance names, e.g. ``{"split": "split"}``,
     to columns); write the outputs into ``output`` unless it is None; return the audit.
+    ``memory_limit`` as for :func:`neardup.find_duplicates`.
     """
     cfg = config or Config()
     with staged_output(output, overwrite, list(inputs)) as tmp:
         corpus, ids, prov = _load(inputs, text_field, id_field, fields, skip_bad)
         fam = _families(
-            corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, large_family
+            corpus,
+            ids,
+            prov,
+            cfg,
+            key,
+            method,
+            decisions,
+            ignore_boilerplate,
+            large_family,
+            memory_limit,
         )
         leak = cross_split_leakage(fam)
         audit = {
@@ -153,7 +193,7 @@ def run_audit(
             "bad_records": len(corpus.bad),
         }
         if tmp is None or output is None:
-            return audit
+            return _audit_report(audit)
         with open(os.path.join(tmp, "families.jsonl"), "w", encoding="utf-8") as fh:
             for f in fam.families:
                 fh.write(json.dumps(f.to_dict(ids), ensure_ascii=False, sort_keys=True) + "\n")
@@ -161,7 +201,21 @@ def run_audit(
         with open(os.path.join(tmp, "report.html"), "w", encoding="utf-8") as fh:
             fh.write(_audit_html(fam, ids, corpus.texts, audit))
         commit_output(tmp, output)
-        return audit
+        return _audit_report(audit)
+
+
+def _audit_report(audit: dict[str, Any]) -> AuditReport:
+    leak = audit["leakage"]
+    return AuditReport(
+        records=int(audit["records"]),
+        families=int(audit["families"]),
+        records_in_families=int(audit["records_in_families"]),
+        flagged_families=int(audit["flagged_families"]),
+        leaking_records=int(leak["leaking_records"]),
+        leaking_families=int(leak["leaking_families"]),
+        leakage=leak,
+        audit=audit,
+    )
 
 
 def parse_ratios(text: str) -> dict[str, float]:
@@ -198,12 +252,16 @@ def run_split(
     ignore_boilerplate: bool = False,
     skip_bad: bool = False,
     overwrite: bool = False,
-) -> dict[str, Any]:
-    """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report."""
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
+) -> SplitReport:
+    """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report
+    (``memory_limit`` as for :func:`neardup.find_duplicates`)."""
     cfg = config or Config()
     with staged_output(output, overwrite, list(inputs)) as tmp:
         corpus, ids, prov = _load(inputs, text_field, id_field, fields or {}, skip_bad)
-        fam = _families(corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9)
+        fam = _families(
+            corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9, memory_limit
+        )
         strat = None
         if stratify_field is not None:
             vals = record_fields(corpus, [stratify_field])
@@ -224,7 +282,12 @@ def run_split(
         )
         write_json(os.path.join(tmp, "split.json"), report)
         commit_output(tmp, output)
-        return report
+        return SplitReport(
+            achieved=report["achieved"],
+            families=int(report["families"]),
+            largest_family=int(report["largest_family"]),
+            report=report,
+        )
 
 
 def _audit_html(

@@ -60,7 +60,7 @@ import numpy.typing as npt
 from neardup.batch.pipeline import find_duplicates
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core._provenance import PROVENANCE_FIELDS
-from neardup.core.config import Config
+from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config
 from neardup.kernels._unionfind import UnionFind
 from neardup.text.hashing import HashKey
 from neardup.verify.explain import spans_for_pairs
@@ -305,6 +305,7 @@ def build_families(
     large_family: int = 50,
     decisions: Iterable[Decision] = (),
     spans: bool = True,
+    memory_limit: int = DEFAULT_MEMORY_LIMIT,
 ) -> FamilyResult:
     """Families of ``texts`` (see the module docs for the edge kinds and flags).
 
@@ -327,7 +328,9 @@ def build_families(
         )
     id_list = list(ids) if ids is not None else list(range(n))
     pos_of = {str(x): i for i, x in enumerate(id_list)}
-    res = find_duplicates(texts, config=cfg, key=key, method=method, edges="all")
+    res = find_duplicates(
+        texts, config=cfg, key=key, method=method, edges="all", memory_limit=memory_limit
+    )
     sets = res.sets
     if sets is None:  # pragma: no cover - find_duplicates always keeps them
         raise InvalidConfig("sets", None, "no shingle sets", "rerun")

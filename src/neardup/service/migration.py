@@ -282,8 +282,8 @@ class Migration:
         doc = live.policy.to_dict()
         doc.update(
             version=live.policy.version + 1,
-            threshold=config.threshold,
-            max_candidates=min(live.policy.max_candidates, config.max_candidates),
+            threshold=config.scheme.threshold,
+            max_candidates=min(live.policy.max_candidates, config.scheme.max_candidates),
         )
         return Policy.from_dict(doc)
 
@@ -308,10 +308,9 @@ class Migration:
                 raise InvalidConfig(
                     "config", config.to_dict(), "equals the live configuration", "change it"
                 )
-            same_shingles = (
-                config.shingle == live.config.shingle
-                and config.normalizer == live.config.normalizer
-                and config.scheme_version == live.config.scheme_version
+            mine, live_form = config.to_dict(), live.config.to_dict()
+            same_shingles = all(
+                mine[k] == live_form[k] for k in ("shingle", "normalizer", "scheme_version")
             )
             if not same_shingles and live.config.retain != "text":
                 raise Conflict(

@@ -104,11 +104,11 @@ def test_ray_equals_local_with_planted_duplicates(tmp_path: Path, ray_session: A
     inputs = _write_shards(tmp_path / "in", texts, shards=3)
     cfg = Config(threshold=0.7, shingle=ShingleSpec(k=3))
     run_dedup(inputs, str(tmp_path / "local"), config=cfg, id_field="doc", report=False)
-    stats = run_dedup_ray(inputs, str(tmp_path / "ray"), config=cfg, id_field="doc", partitions=3)
+    run = run_dedup_ray(inputs, str(tmp_path / "ray"), config=cfg, id_field="doc", partitions=3)
     _assert_same(tmp_path / "local", tmp_path / "ray")
-    assert stats["engine"]["components"]["path"] == "driver-union-find"
-    assert stats["exact_duplicates"] >= 30 and stats["near_duplicates"] > 50
-    assert stats["empty"] == 3
+    assert run.stats["engine"]["components"]["path"] == "driver-union-find"
+    assert run.exact_duplicates >= 30 and (run.near_duplicates or 0) > 50
+    assert run.stats["empty"] == 3 and run.output == str(tmp_path / "ray")
     assert not (tmp_path / "ray.neardup-work").exists()  # work folder removed at the end
     # Another partitioning of every shuffle, inputs named by an fsspec URL glob:
     # byte-identical outputs.
@@ -143,7 +143,7 @@ def test_ray_distributed_components_rounds_and_cap(tmp_path: Path, ray_session: 
         cc_threshold=0,
         round_bytes=40 * 1024,
         partitions=4,
-    )
+    ).stats
     _assert_same(tmp_path / "local", tmp_path / "ray", fmt="parquet")
     cc = stats["engine"]["components"]
     assert cc["path"] == "large-star/small-star" and cc["rounds"] >= 2

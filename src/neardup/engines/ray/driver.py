@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
 from neardup.batch.results import search_stats
+from neardup.batch.runs import DedupRun
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import Config
 from neardup.engines.ray.candidates import run_bands, run_exact
@@ -50,8 +51,9 @@ def run_dedup_ray(
     partitions: int | None = None,
     round_bytes: int = 256 << 20,
     progress: Callable[[str, int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Deduplicate ``inputs`` on Ray Data into the folder ``output``; returns the stats.
+) -> DedupRun:
+    """Deduplicate ``inputs`` on Ray Data into the folder ``output``; returns the
+    :class:`~neardup.batch.runs.DedupRun` (its ``stats`` are ``stats.json``'s).
 
     Same clusters, representatives, edges and kept set as :func:`neardup.run_dedup`
     (``clusters.jsonl`` is byte-identical), with ``kept/`` and ``duplicates/``
@@ -123,7 +125,7 @@ def run_dedup_ray(
                 count_clusters(r, stats)
                 stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
                 shutil.rmtree(work, ignore_errors=True)
-                return stats
+                return DedupRun.from_stats(stats, None)
             t1 = time.perf_counter()
             write_outputs(r, tmp, stats)
             stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
@@ -131,7 +133,7 @@ def run_dedup_ray(
             write_json(os.path.join(tmp, "stats.json"), stats)
             commit_output(tmp, output)
             shutil.rmtree(work, ignore_errors=True)
-            return stats
+            return DedupRun.from_stats(stats, output)
         finally:
             restore_data_context(ray, saved)
             if started:

@@ -281,9 +281,9 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
         answer carries a warning naming a layout that reaches it
         (:class:`~neardup.service.decisions.PolicyGuard`).
         """
-        bands, rows = cfg.dedup_config().layout
+        bands, rows = cfg.scheme.layout
         pol = policy if policy is not None else cfg.initial_policy()
-        return self.guard.check(pol, bands=bands, rows=rows, num_perm=cfg.num_perm)
+        return self.guard.check(pol, bands=bands, rows=rows, num_perm=cfg.scheme.num_perm)
 
     def key_request(self, principal: Principal, body: Any) -> str:
         """``POST /v1/keys``: authorized first, then the body validated, then the key."""

@@ -66,7 +66,7 @@ class ItemsMixin(ServiceState):
         self._check_item(body, tenant_id, "QueryRequest")
         lim = body.get("limit", limit if limit is not None else 10)
         check_int("limit", lim, 1, INT64_MAX)
-        cap = min(self.config.max_candidates, t.config.max_candidates)
+        cap = min(self.config.max_candidates, t.config.scheme.max_candidates)
         if lim > cap:
             raise LimitExceeded(
                 f"limit={lim} exceeds the server cap of {cap} candidates", f"ask for at most {cap}"

@@ -35,9 +35,22 @@ Guarantees:
 
 from __future__ import annotations
 
+from neardup.service.tenant.config import (
+    SERVICE_SCHEME,
+    Candidate,
+    Prepared,
+    TenantConfig,
+    valid_tenant_id,
+)
 from neardup.service.tenant.config import SNAPSHOT_FORMAT as SNAPSHOT_FORMAT
-from neardup.service.tenant.config import Candidate, Prepared, TenantConfig, valid_tenant_id
 from neardup.service.tenant.config import Guard as Guard
 from neardup.service.tenant.core import Tenant
 
-__all__ = ["Candidate", "Prepared", "Tenant", "TenantConfig", "valid_tenant_id"]
+__all__ = [
+    "SERVICE_SCHEME",
+    "Candidate",
+    "Prepared",
+    "Tenant",
+    "TenantConfig",
+    "valid_tenant_id",
+]

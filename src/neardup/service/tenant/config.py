@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -37,90 +38,136 @@ def valid_tenant_id(tenant: str) -> str:
     return tenant
 
 
+SERVICE_SCHEME = Config(
+    hash_algorithm="siphash24",
+    shingle=ShingleSpec(max_shingles=100_000),
+    max_candidates=100,
+    max_bucket_size=1_000,
+)
+"""The scheme a tenant gets for every setting its configuration leaves out.
+
+Tenants hash with keyed SipHash (their input is untrusted) and have smaller
+per-item budgets than a batch run: 100,000 shingles per item, 100 candidates per
+item and band, buckets of 1,000.  Only the fields of :data:`FLAT_FIELDS` can
+differ between tenants; the others (seed, signature, recall target, verify mode,
+document size limit) are always this preset's."""
+
+FLAT_FIELDS = (
+    *("threshold", "shingle", "normalizer", "num_perm", "bands", "rows", "retain"),
+    *("scheme_version", "policy_version", "max_items", "max_shingles", "max_candidates"),
+    *("max_bucket_size", "rate_per_s", "burst"),
+)
+"""The keys of a tenant configuration's JSON form, in the order it is written."""
+
+# The flat keys that are the scheme's fields of the same name, and the tenant's own.
+_SCHEME_KEYS = (
+    *("threshold", "normalizer", "num_perm", "bands", "rows", "max_candidates"),
+    "max_bucket_size",
+)
+_OWN_KEYS = ("retain", "scheme_version", "policy_version", "max_items", "rate_per_s", "burst")
+# Settings of the scheme that a tenant's JSON form does not carry.
+_FIXED = ("hash_algorithm", "seed", "signature", "recall_target", "verify", "max_document_bytes")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TenantConfig:
     """A tenant's scheme and limits (frozen, keyword-only, validated, fingerprinted).
 
-    ``threshold`` is the exact Jaccard at which the policy calls a pair a
-    duplicate; ``retain`` is ``hashes`` (default: only sorted shingle-hash sets
-    are kept) or ``text`` (the normalized text too: needed for span explanations
-    and for rebuilds under a new shingle spec).  ``scheme_version`` is part of the
-    key derivation: bump it to rotate the key (a new scheme, never mixed).
+    ``scheme`` is the :class:`~neardup.core.config.Config` that shingles, signs,
+    bands and verifies the tenant's items: :data:`SERVICE_SCHEME` with the
+    tenant's threshold, shingle spec and cap, normalizer, layout and candidate and
+    bucket budgets.  ``retain`` is ``hashes`` (default: only sorted shingle-hash
+    sets are kept) or ``text`` (the normalized text too: needed for span
+    explanations and for rebuilds under a new shingle spec).  ``scheme_version`` is
+    part of the key derivation: bump it to rotate the key (a new scheme, never
+    mixed).  The policy's threshold starts at ``scheme.threshold``.
+
+    The JSON form (:meth:`to_dict` / :meth:`from_dict`: HTTP bodies, the tenant's
+    ``meta.json``, snapshots, the migration log) is flat, one key per name of
+    :data:`FLAT_FIELDS`, and round-trips exactly; :attr:`fingerprint` is taken over
+    it.  ``shingle_text`` keeps a ``shingle`` spelled other than ``kind:k`` (e.g.
+    ``word:05``) as it was given, so that such a form and its fingerprint survive a
+    round trip too; it is None otherwise.
     """
 
-    threshold: float = 0.8
-    shingle: str = "word:5"
-    normalizer: str = "nfkc-casefold"
-    num_perm: int = 128
-    bands: int | None = None
-    rows: int | None = None
+    scheme: Config = SERVICE_SCHEME
     retain: Literal["hashes", "text"] = "hashes"
     scheme_version: int = 1
     policy_version: int = 1
     max_items: int = 10_000_000
-    max_shingles: int = 100_000
-    max_candidates: int = 100
-    max_bucket_size: int = 1_000
     rate_per_s: float = 5_000.0
     burst: int = 10_000
+    shingle_text: str | None = None
 
     def __post_init__(self) -> None:
-        if self.retain not in ("hashes", "text"):
-            raise InvalidConfig("retain", self.retain, "unknown retention", "use hashes or text")
-        for name, lo, hi in (
-            ("scheme_version", 1, 1 << 30),
-            ("policy_version", 1, 1 << 30),
-            ("max_items", 1, 1 << 40),
-            ("max_candidates", 1, 10_000),
-            ("max_bucket_size", 2, 1 << 30),
-            ("burst", 1, 1 << 30),
-        ):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise InvalidConfig(name, v, f"must be an integer in [{lo}, {hi}]", "fix the value")
-        r = self.rate_per_s
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1e7:
-            raise InvalidConfig("rate_per_s", r, "must be in (0, 1e7]", "use e.g. 5000")
-        self.dedup_config()  # validates threshold, shingle spec, layout
-
-    def dedup_config(self) -> Config:
-        return Config(
-            threshold=self.threshold,
-            normalizer=self.normalizer,
-            shingle=ShingleSpec.parse(self.shingle, max_shingles=self.max_shingles),
-            hash_algorithm="siphash24",
-            num_perm=self.num_perm,
-            bands=self.bands,
-            rows=self.rows,
-            max_bucket_size=self.max_bucket_size,
-            max_candidates=self.max_candidates,
-        )
+        if not isinstance(self.scheme, Config):
+            raise InvalidConfig(
+                "scheme", self.scheme, "must be a Config", "start from SERVICE_SCHEME"
+            )
+        fixed = [n for n in _FIXED if getattr(self.scheme, n) != getattr(SERVICE_SCHEME, n)]
+        if fixed:
+            raise InvalidConfig(
+                f"scheme.{fixed[0]}",
+                getattr(self.scheme, fixed[0]),
+                "is fixed for tenants",
+                f"use {getattr(SERVICE_SCHEME, fixed[0])!r} (SERVICE_SCHEME's)",
+            )
+        if self.shingle_text is not None:
+            spec = ShingleSpec.parse(self.shingle_text)
+            if (spec.kind, spec.k) != (self.scheme.shingle.kind, self.scheme.shingle.k):
+                raise InvalidConfig(
+                    "shingle_text",
+                    self.shingle_text,
+                    f"does not spell scheme.shingle={self.scheme.shingle}",
+                    "leave it None",
+                )
+        _check_limits(self.to_dict())
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The flat JSON form (keys in :data:`FLAT_FIELDS` order)."""
+        s = self.scheme
+        values = {
+            "shingle": self.shingle_text or str(s.shingle),
+            "max_shingles": s.shingle.max_shingles,
+            **{k: getattr(s, k) for k in _SCHEME_KEYS},
+            **{k: getattr(self, k) for k in _OWN_KEYS},
+        }
+        return {k: values[k] for k in FLAT_FIELDS}
 
     def initial_policy(self) -> Policy:
         """The policy a tenant of this configuration starts with."""
         return Policy(
             version=self.policy_version,
-            threshold=self.threshold,
-            max_candidates=self.max_candidates,
+            threshold=self.scheme.threshold,
+            max_candidates=self.scheme.max_candidates,
         )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TenantConfig:
+        """Read the flat JSON form; a key left out takes its :data:`SERVICE_SCHEME` /
+        default value.  The limits are checked before the scheme (the first error
+        found is the one raised)."""
         if not isinstance(d, dict):
             raise InvalidConfig(
                 "config", d, "must be a JSON object", 'send e.g. {"threshold": 0.8}'
             )
-        known = set(cls.__dataclass_fields__)
-        extra = sorted(set(d) - known)
+        extra = sorted(set(d) - set(FLAT_FIELDS))
         if extra:
             raise InvalidConfig(
-                "config", extra[0], "unknown field", f"use only {', '.join(sorted(known))}"
+                "config", extra[0], "unknown field", f"use only {', '.join(sorted(FLAT_FIELDS))}"
             )
+        v = {**_DEFAULT_FORM, **d}
         try:
-            return cls(**d)
+            _check_limits(v)
+            shingle = ShingleSpec.parse(v["shingle"], max_shingles=v["max_shingles"])
+            scheme = dataclasses.replace(
+                SERVICE_SCHEME, shingle=shingle, **{k: v[k] for k in _SCHEME_KEYS}
+            )
+            return cls(
+                scheme=scheme,
+                shingle_text=None if v["shingle"] == str(shingle) else v["shingle"],
+                **{k: v[k] for k in _OWN_KEYS},
+            )
         except TypeError as exc:
             raise InvalidConfig("config", d, str(exc), "check the field types") from exc
 
@@ -144,6 +191,29 @@ class TenantConfig:
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.to_dict())
+
+
+def _check_limits(v: dict[str, Any]) -> None:
+    """The tenant's own bounds, on the flat form (the scheme checks the rest)."""
+    if v["retain"] not in ("hashes", "text"):
+        raise InvalidConfig("retain", v["retain"], "unknown retention", "use hashes or text")
+    for name, lo, hi in (
+        ("scheme_version", 1, 1 << 30),
+        ("policy_version", 1, 1 << 30),
+        ("max_items", 1, 1 << 40),
+        ("max_candidates", 1, 10_000),
+        ("max_bucket_size", 2, 1 << 30),
+        ("burst", 1, 1 << 30),
+    ):
+        x = v[name]
+        if isinstance(x, bool) or not isinstance(x, int) or not lo <= x <= hi:
+            raise InvalidConfig(name, x, f"must be an integer in [{lo}, {hi}]", "fix the value")
+    r = v["rate_per_s"]
+    if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1e7:
+        raise InvalidConfig("rate_per_s", r, "must be in (0, 1e7]", "use e.g. 5000")
+
+
+_DEFAULT_FORM = TenantConfig().to_dict()
 
 
 @dataclass(frozen=True, slots=True)

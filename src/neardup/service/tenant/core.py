@@ -110,7 +110,7 @@ class Tenant(
         self.explain_max_chars = explain_max_chars
         self.tenant = valid_tenant_id(tenant)
         self.config = config
-        self.dedup = config.dedup_config()
+        self.dedup = config.scheme
         self.key = HashKey(
             f"{tenant}/v{config.scheme_version}",
             master.derive("shingle-key", tenant, version=config.scheme_version, size=16),
@@ -118,7 +118,9 @@ class Tenant(
         self.hasher = MinHasher(self.dedup, key=self.key)
         self.scheme: SchemeDescriptor = self.hasher.scheme
         self.bands, self.rows = self.dedup.layout
-        self.predicted_recall = candidate_probability(config.threshold, self.bands, self.rows)
+        self.predicted_recall = candidate_probability(
+            config.scheme.threshold, self.bands, self.rows
+        )
         # Sealing keys (HKDF) and, to read and upgrade what the first construction
         # sealed, that construction's keys (keyed BLAKE2b); see service._crypto.
         v = config.scheme_version
@@ -131,7 +133,7 @@ class Tenant(
         self._snap_mac = master.derive("snapshot-mac", tenant, version=v)
         self._master_fp = master.fingerprint
         self._master = master
-        self._norm = get_normalizer(config.normalizer)
+        self._norm = get_normalizer(config.scheme.normalizer)
         self.max_scan = max_scan
         self.compact_delta = compact_delta
         self.audit_rate = audit_rate

@@ -73,7 +73,7 @@ class IngestMixin(TenantState):
             raise EmptyDocument(None, "(no shingles after normalization)")
         if bool(sets.truncated[0]):
             raise LimitExceeded(
-                f"content has more than max_shingles={self.config.max_shingles} shingles",
+                f"content has more than max_shingles={self.dedup.shingle.max_shingles} shingles",
                 "split the item, or create the tenant with a larger max_shingles",
             )
         return Prepared(sets.get(0).copy(), int(sets.content_hash[0]), keys, normalized)

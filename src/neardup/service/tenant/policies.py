@@ -40,16 +40,16 @@ class PoliciesMixin(TenantState):
                     f"send version {self.policy.version + 1}; used versions are immutable",
                 )
             warnings = guard.check(
-                pol, bands=self.bands, rows=self.rows, num_perm=self.config.num_perm
+                pol, bands=self.bands, rows=self.rows, num_perm=self.config.scheme.num_perm
             )
-            if pol.max_candidates > self.config.max_candidates:
-                per_item = 8 * max(1, self.config.max_shingles // 10)
+            if pol.max_candidates > self.config.scheme.max_candidates:
+                per_item = 8 * max(1, self.config.scheme.shingle.max_shingles // 10)
                 raise InvalidConfig(
                     "max_candidates",
                     pol.max_candidates,
-                    f"exceeds the tenant's budget of {self.config.max_candidates} "
+                    f"exceeds the tenant's budget of {self.config.scheme.max_candidates} "
                     f"(about {pol.max_candidates * per_item} bytes of features read per query)",
-                    f"use at most {self.config.max_candidates}",
+                    f"use at most {self.config.scheme.max_candidates}",
                 )
             event = self._record(
                 "policy", None, actor, policy=pol.to_dict(), fingerprint=pol.fingerprint

@@ -57,7 +57,7 @@ class QueryMixin(TenantState):
         bands_hit = dict(zip(pos.tolist(), q.bands_hit.tolist(), strict=True))
         first = dict(zip(pos.tolist(), q.first_band.tolist(), strict=True))
         order = sorted(bands_hit, key=lambda p: (-bands_hit[p], p))
-        cap = min(self.config.max_candidates, self.policy.max_candidates)
+        cap = min(self.dedup.max_candidates, self.policy.max_candidates)
         capped = q.capped or len(order) > cap
         chosen = list(dict.fromkeys(same + [p for p in order if p != exclude]))[:cap]
         out: list[Candidate] = []
@@ -296,7 +296,7 @@ class QueryMixin(TenantState):
         # Spans cost Python work per shingle; past the limit the counts above still
         # explain the decision, and the request does not hold the tenant for seconds.
         query_spans = (
-            self._spans(content, self.config.normalizer, other) if len(content) <= limit else None
+            self._spans(content, self.dedup.normalizer, other) if len(content) <= limit else None
         )
         cand_spans = (
             self._spans(cand_text, "raw", prep.features)
@@ -438,7 +438,7 @@ class QueryMixin(TenantState):
         feats = self.store.features([items[0].pos, items[1].pos])
         inter, union = exact_scores(feats[items[0].pos][1], feats[items[1].pos][1])
         score = inter / union if union else 1.0
-        t = self.config.threshold
+        t = self.dedup.threshold
         return {
             **self._envelope(),
             "left": left,
@@ -489,6 +489,6 @@ class QueryMixin(TenantState):
             **self._envelope(),
             "item_id": item_id,
             "version": cur.version,
-            "normalizer": self.config.normalizer,
+            "normalizer": self.dedup.normalizer,
             "text": text,
         }

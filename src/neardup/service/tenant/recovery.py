@@ -201,7 +201,7 @@ class RecoveryMixin(TenantState):
     def _build_index(self) -> None:
         idx = BandIndex(
             bands=self.bands,
-            max_bucket_size=self.config.max_bucket_size,
+            max_bucket_size=self.config.scheme.max_bucket_size,
             delta_capacity=self.compact_delta,
         )
         pos, keys = self.store.live_bandkeys(self.bands)
