@@ -194,11 +194,15 @@ class IngestMixin(TenantState):
     def body_sha(body: dict[str, Any]) -> str:
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
-    def _idempotent(self, key: str | None, body: dict[str, Any]) -> dict[str, Any] | None:
-        if not key:
-            return None
-        prev = self.store.idempotent(key)
+    def _idempotent(
+        self, key: str | None, body: dict[str, Any], deadline: float | None, stage: str
+    ) -> dict[str, Any] | None:
+        """The answer recorded for an earlier request with idempotency key ``key`` (a
+        :class:`Conflict` if that request's body differs), else None once ``deadline``
+        is checked: a repeat is answered even past it, since it records nothing."""
+        prev = self.store.idempotent(key) if key else None
         if prev is None:
+            self._check_deadline(deadline, stage)
             return None
         if prev[0] != self.body_sha(body):
             raise Conflict(
@@ -296,10 +300,11 @@ class IngestMixin(TenantState):
         pre: Preverified | None = None,
         deadline: float | None = None,
     ) -> dict[str, Any]:
-        stored = self._idempotent(idempotency_key, body)
+        stored = self._idempotent(
+            idempotency_key, body, deadline, "waiting for the tenant's writer"
+        )
         if stored is not None:
             return stored
-        self._check_deadline(deadline, "waiting for the tenant's writer")
         cur = self.store.current(item_id)
         replaces = None
         if cur is not None and cur.live:
@@ -442,10 +447,11 @@ class IngestMixin(TenantState):
         *,
         deadline: float | None = None,
     ) -> dict[str, Any]:
-        stored = self._idempotent(idempotency_key, body)
+        stored = self._idempotent(
+            idempotency_key, body, deadline, "waiting for the tenant's write lock"
+        )
         if stored is not None:
             return stored
-        self._check_deadline(deadline, "waiting for the tenant's write lock")
         cur = self.store.current(item_id)
         if cur is None or not cur.live:
             raise NotFound(
