@@ -18,8 +18,9 @@ from neardup.service.cmdlog import Command
 from neardup.service.decisions import chain_hash
 from neardup.service.online import fold_keys
 from neardup.service.store import StoredItem
-from neardup.service.tenant._state import Preverified, TenantState
+from neardup.service.tenant._state import Preverified
 from neardup.service.tenant.config import Prepared
+from neardup.service.tenant.query import QueryMixin
 from neardup.service.tenant.writer import WriteJob, Writer
 from neardup.text.hashing import ShingleSets, hash_encoded
 from neardup.text.normalize import EncodedTexts, encode_text
@@ -27,7 +28,7 @@ from neardup.text.normalize import EncodedTexts, encode_text
 _log = logging.getLogger("neardup.service.manager")
 
 
-class IngestMixin(TenantState):
+class IngestMixin(QueryMixin):
     # -- features ----------------------------------------------------------------
     def prepare(self, content: str, *, max_token_bytes: int = 1024) -> Prepared:
         """Normalize, check limits, hash (keyed) and sign ``content``.

@@ -9,12 +9,12 @@ from typing import Any
 from neardup.core._errors import Conflict, InvalidConfig, NotFound
 from neardup.service.cmdlog import Command
 from neardup.service.decisions import chain_hash, verify_chain
-from neardup.service.tenant._state import TenantState
+from neardup.service.tenant.query import QueryMixin
 
 _log = logging.getLogger("neardup.service.manager")
 
 
-class LinksMixin(TenantState):
+class LinksMixin(QueryMixin):
     def _canonical(self, item_id: str, relinks: dict[str, dict[str, Any]] | None = None) -> str:
         """The canonical item of ``item_id``'s cluster (``relinks``: changes about to be
         applied in the same command take precedence over the stored links)."""
