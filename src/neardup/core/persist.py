@@ -27,7 +27,7 @@ import numpy.typing as npt
 from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.core._fingerprint import FORMAT_VERSION
 
-__all__ = ["atomic_write", "read_container", "read_format_file", "write_container"]
+__all__ = ["atomic_write", "fsync_dir", "read_container", "read_format_file", "write_container"]
 
 MAGIC = b"NEARDUP\x00"
 _DIGEST = 32
@@ -49,13 +49,19 @@ def atomic_write(path: str, payload: bytes) -> None:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(directory)
     except OSError as exc:
         raise NeardupIOError(path, exc) from exc
+
+
+def fsync_dir(directory: str) -> None:
+    """Make ``directory``'s entries durable (a file renamed into it, created or
+    removed survives a crash once this returns); ``OSError`` is the caller's."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_format_file(

@@ -125,17 +125,28 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    key_id: str
+    """A key as the key file holds it: the caller it authenticates and the SHA-256
+    of its secret."""
+
+    principal: Principal
     digest: str
-    role: Role
-    tenants: tuple[str, ...]
+
+    def record(self) -> dict[str, Any]:
+        """The key's entry in the key file."""
+        p = self.principal
+        return {
+            "key_id": p.key_id,
+            "sha256": self.digest,
+            "role": p.role,
+            "tenants": list(p.tenants),
+        }
 
 
 class Keyring:
     """The API keys a server accepts (see the module docstring)."""
 
     def __init__(self, entries: Iterable[_Entry] = ()) -> None:
-        self._entries: dict[str, _Entry] = {e.key_id: e for e in entries}
+        self._entries: dict[str, _Entry] = {e.principal.key_id: e for e in entries}
         #: The file this ring follows (set by :meth:`load`): a change to it (a key
         #: issued by another server process or by ``neardup apikey``) is picked up
         #: by the next :meth:`authenticate`.
@@ -197,16 +208,14 @@ class Keyring:
             role = e.get("role")
             if role not in _ROLES:
                 raise CorruptFile(path, f"key {e.get('key_id')!r} has unknown role {role!r}")
-            out.append(_Entry(str(e["key_id"]), str(e["sha256"]), role, tuple(e["tenants"])))
+            principal = Principal(str(e["key_id"]), role, tuple(e["tenants"]))
+            out.append(_Entry(principal, str(e["sha256"])))
         return cls(out)
 
     def save(self, path: str) -> None:
         doc: dict[str, Any] = {
             "format": _KEYS_FORMAT,
-            "keys": [
-                {"key_id": e.key_id, "sha256": e.digest, "role": e.role, "tenants": list(e.tenants)}
-                for e in sorted(self._entries.values(), key=lambda e: e.key_id)
-            ],
+            "keys": [self._entries[kid].record() for kid in sorted(self._entries)],
         }
         atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
         os.chmod(path, 0o600)
@@ -231,7 +240,7 @@ class Keyring:
         if kid in self._entries:
             raise InvalidConfig("key_id", kid, "already exists", "pick another id")
         secret = secrets.token_urlsafe(32)
-        self._entries[kid] = _Entry(kid, _digest(secret), role, ts)
+        self._entries[kid] = _Entry(Principal(kid, role, ts), _digest(secret))
         return f"nd_{kid}_{secret}"
 
     def revoke(self, key_id: str) -> None:
@@ -256,7 +265,7 @@ class Keyring:
         ok = hmac.compare_digest(_digest(parts[2]), want)
         if entry is None or not ok:
             raise Unauthorized("unknown or revoked API key", fix)
-        return Principal(entry.key_id, entry.role, entry.tenants)
+        return entry.principal
 
 
 class AuditLog:

@@ -81,6 +81,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neardup.core._errors import Conflict, CorruptFile, InvalidConfig, NeardupIOError
+from neardup.core.persist import fsync_dir
 from neardup.service._crypto import LEGACY_SEALING, LegacySealer, Opener, Sealer
 from neardup.service.recordpack import pack, unpack
 
@@ -115,14 +116,6 @@ class Command:
     seq: int
     header: dict[str, Any]
     blob: bytes = b""
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class CommandLog:
@@ -183,7 +176,7 @@ class CommandLog:
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
-            _fsync_dir(path)
+            fsync_dir(os.path.dirname(os.path.abspath(path)))
         except OSError as exc:
             raise NeardupIOError(path, exc) from exc
         return cls.open(path, sealer, aad=aad)

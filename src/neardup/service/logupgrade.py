@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 
 from neardup.core._errors import CorruptFile, NeardupIOError
+from neardup.core.persist import fsync_dir
 from neardup.service._crypto import LegacySealer, Sealer
 from neardup.service.cmdlog import FORMAT, CommandLog
 
@@ -71,11 +72,7 @@ def open_current(
             new.close()
         log.close()
         os.replace(tmp, path)
-        dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
     except NeardupIOError:
         raise
     except OSError as exc:

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from neardup.core._errors import InvalidConfig
 
 LabelValue = Literal["duplicate", "not_duplicate", "unsure"]
 LABELS = ("duplicate", "not_duplicate", "unsure")
+
+
+def _plain(record: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, in the order they are declared, with tuples as
+    lists (as JSON reads them back)."""
+    return {
+        f.name: list(v) if isinstance(v := getattr(record, f.name), tuple) else v
+        for f in fields(record)
+    }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,20 +156,7 @@ class ReviewerStats:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return {
-            "reviewer": self.reviewer,
-            "labels": self.labels,
-            "decisive": self.decisive,
-            "judged": self.judged,
-            "agreed": self.agreed,
-            "disagreed": self.disagreed,
-            "agreement_rate": self.agreement_rate,
-            "disagreement_rate": self.disagreement_rate,
-            "weight": self.weight,
-            "weight_share": self.weight_share,
-            "flagged": self.flagged,
-            "reason": self.reason,
-        }
+        return _plain(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,19 +175,8 @@ class PairOutcome:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data."""
-        return {
-            "left": self.left,
-            "right": self.right,
-            "score": self.score,
-            "score_spread": self.score_spread,
-            "votes": {k: self.votes[k] for k in LABELS},
-            "excluded_votes": self.excluded_votes,
-            "consensus": self.consensus,
-            "share": self.share,
-            "admitted": self.admitted,
-            "reason": self.reason,
-        }
+        """Plain JSON-able data (``votes`` has every label, in the order of ``LABELS``)."""
+        return {**_plain(self), "votes": {k: self.votes[k] for k in LABELS}}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,7 +190,7 @@ class RegressionPair:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return {"left": self.left, "right": self.right, "score": self.score, "label": self.label}
+        return _plain(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -232,19 +217,7 @@ class ThresholdRow:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data."""
-        return {
-            "threshold": self.threshold,
-            "tp": self.tp,
-            "fp": self.fp,
-            "fn": self.fn,
-            "tn": self.tn,
-            "precision": self.precision,
-            "precision_ci": list(self.precision_ci),
-            "recall": self.recall,
-            "recall_ci": list(self.recall_ci),
-            "f1": self.f1,
-            "f1_ci": list(self.f1_ci),
-        }
+        return _plain(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -275,18 +248,8 @@ class ThresholdReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able data with deterministic ordering."""
-        p = self.policy
         return {
-            "policy": {
-                "max_reviewer_share": p.max_reviewer_share,
-                "disagreement_bound": p.disagreement_bound,
-                "min_labels_to_flag": p.min_labels_to_flag,
-                "min_agreement": p.min_agreement,
-                "min_votes": p.min_votes,
-                "min_pairs": p.min_pairs,
-                "safe_range": list(p.safe_range),
-                "confidence": p.confidence,
-            },
+            "policy": _plain(self.policy),
             "current_threshold": self.current_threshold,
             "reviewers": [r.to_dict() for r in self.reviewers],
             "flagged": list(self.flagged),

@@ -78,17 +78,10 @@ class ServiceConfig:
                 "must satisfy 0 < lo <= hi <= 1",
                 "use e.g. (0.5, 0.99)",
             )
-        if not 0 < self.request_budget_s <= 3600:
-            raise InvalidConfig(
-                "request_budget_s",
-                self.request_budget_s,
-                "must be in (0, 3600] seconds",
-                "use e.g. 5",
-            )
-        if not 0 < self.switch_wait_s <= 600:
-            raise InvalidConfig(
-                "switch_wait_s", self.switch_wait_s, "must be in (0, 600] seconds", "use e.g. 5"
-            )
+        for name, most in (("request_budget_s", 3600), ("switch_wait_s", 600)):
+            seconds = getattr(self, name)
+            if not 0 < seconds <= most:
+                raise InvalidConfig(name, seconds, f"must be in (0, {most}] seconds", "use e.g. 5")
         if not 0 <= self.audit_sample_rate <= 1 or self.audit_interval_s < 0:
             raise InvalidConfig(
                 "audit_sample_rate",

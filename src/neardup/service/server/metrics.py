@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
 import numpy as np
 
 from neardup.service.manager import Service
+
+#: Bucket bounds of the histograms: request seconds, candidates per query, scores.
+_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5)
+_CANDIDATES = (0, 1, 2, 5, 10, 20, 50, 100, 1000)
+_SCORES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 
 class Metrics:
@@ -21,26 +27,21 @@ class Metrics:
         self.requests = Counter(
             "neardup_requests_total", "HTTP requests", ["route", "status"], registry=self.registry
         )
-        self.latency = Histogram(
-            "neardup_request_seconds",
-            "request latency",
-            ["route"],
-            registry=self.registry,
-            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1, 2.5),
+        histogram = functools.partial(Histogram, registry=self.registry)
+        self.latency = histogram(
+            "neardup_request_seconds", "request latency", ["route"], buckets=_SECONDS
         )
-        self.candidates = Histogram(
+        self.candidates = histogram(
             "neardup_candidates_per_query",
             "exactly verified candidates per query",
             ["tenant"],
-            registry=self.registry,
-            buckets=(0, 1, 2, 5, 10, 20, 50, 100, 1000),
+            buckets=_CANDIDATES,
         )
-        self.scores = Histogram(
+        self.scores = histogram(
             "neardup_verification_score",
             "exact Jaccard of verified candidates",
             ["tenant"],
-            registry=self.registry,
-            buckets=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0),
+            buckets=_SCORES,
         )
         self.decisions = Counter(
             "neardup_decisions_total",

@@ -63,7 +63,12 @@ def exact_scores(a: npt.NDArray[np.uint64], b: npt.NDArray[np.uint64]) -> tuple[
 
 class TenantState:
     """The attributes a tenant sets at open, and the methods its parts call on each
-    other (declared here for type checking; each is defined by one part)."""
+    other (declared here for type checking; each is defined by one part).
+
+    A part that builds on another inherits it instead, and calls its methods as
+    declared there: ``ingest`` and ``links`` build on ``query``, ``snapshots`` on
+    ``policies``.
+    """
 
     root: str
     tenant: str
@@ -140,33 +145,6 @@ class TenantState:
 
         def prepare(self, content: str, *, max_token_bytes: int = 1024) -> Prepared: ...
 
-        def find(
-            self,
-            prep: Prepared,
-            *,
-            limit: int,
-            exclude: int | None = None,
-            known: Preverified | None = None,
-            learn: Preverified | None = None,
-        ) -> tuple[list[Candidate], dict[str, Any]]: ...
-
-        def preverify(self, prep: Prepared, item_id: str | None = None) -> Preverified: ...
-
-        def _deadline(self, deadline: float | None) -> float | None: ...
-
-        def _check_deadline(self, deadline: float | None, stage: str) -> None: ...
-
-        def decision(
-            self,
-            cands: list[Candidate],
-            info: dict[str, Any],
-            *,
-            prep: Prepared | None = None,
-            content: str | None = None,
-            verifiable: bool = True,
-            relinks: dict[str, dict[str, Any]] | None = None,
-        ) -> dict[str, Any]: ...
-
         def predicted_recall_at(self, threshold: float) -> float: ...
 
         def _canonical(
@@ -189,35 +167,7 @@ class TenantState:
             self, prep: Prepared, cands: list[Candidate], *, itself: str | None = None
         ) -> bool: ...
 
-        def policy_history(self, *, placeholder: bool = False) -> list[dict[str, Any]]: ...
-
-        def _history(
-            self, store: FeatureStore, *, placeholder: bool = False
-        ) -> list[dict[str, Any]]: ...
-
-        @staticmethod
-        def _missing_policies(
-            own: list[dict[str, Any]], history: list[dict[str, Any]], what: str
-        ) -> list[dict[str, Any]]: ...
-
-        def adopt_policy(
-            self,
-            history: list[dict[str, Any]],
-            desired: Policy,
-            *,
-            actor: str | None,
-            source: str,
-            placeholder: bool = False,
-            fresh: bool = True,
-        ) -> list[dict[str, Any]]: ...
-
         def _initial_policy(self) -> Policy: ...
-
-        def features_available(self) -> bool: ...
-
-        def _require_features(self, what: str) -> None: ...
-
-        def find_unverified(self, prep: Prepared) -> tuple[list[Candidate], dict[str, Any]]: ...
 
         def verify(self, left: str, right: str) -> dict[str, Any]: ...
 

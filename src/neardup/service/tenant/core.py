@@ -70,7 +70,7 @@ def _unlock_folder(fd: int | None) -> None:
 
 
 class Tenant(
-    RecoveryMixin, IngestMixin, QueryMixin, LinksMixin, LabelsMixin, PoliciesMixin, SnapshotsMixin
+    RecoveryMixin, IngestMixin, LinksMixin, QueryMixin, LabelsMixin, SnapshotsMixin, PoliciesMixin
 ):
     """One tenant's durable state and operations (see the module docstring).
 

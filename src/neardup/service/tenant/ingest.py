@@ -18,8 +18,9 @@ from neardup.service.cmdlog import Command
 from neardup.service.decisions import chain_hash
 from neardup.service.online import fold_keys
 from neardup.service.store import StoredItem
-from neardup.service.tenant._state import Preverified, TenantState
+from neardup.service.tenant._state import Preverified
 from neardup.service.tenant.config import Prepared
+from neardup.service.tenant.query import QueryMixin
 from neardup.service.tenant.writer import WriteJob, Writer
 from neardup.text.hashing import ShingleSets, hash_encoded
 from neardup.text.normalize import EncodedTexts, encode_text
@@ -27,7 +28,7 @@ from neardup.text.normalize import EncodedTexts, encode_text
 _log = logging.getLogger("neardup.service.manager")
 
 
-class IngestMixin(TenantState):
+class IngestMixin(QueryMixin):
     # -- features ----------------------------------------------------------------
     def prepare(self, content: str, *, max_token_bytes: int = 1024) -> Prepared:
         """Normalize, check limits, hash (keyed) and sign ``content``.
@@ -194,11 +195,15 @@ class IngestMixin(TenantState):
     def body_sha(body: dict[str, Any]) -> str:
         return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
-    def _idempotent(self, key: str | None, body: dict[str, Any]) -> dict[str, Any] | None:
-        if not key:
-            return None
-        prev = self.store.idempotent(key)
+    def _idempotent(
+        self, key: str | None, body: dict[str, Any], deadline: float | None, stage: str
+    ) -> dict[str, Any] | None:
+        """The answer recorded for an earlier request with idempotency key ``key`` (a
+        :class:`Conflict` if that request's body differs), else None once ``deadline``
+        is checked: a repeat is answered even past it, since it records nothing."""
+        prev = self.store.idempotent(key) if key else None
         if prev is None:
+            self._check_deadline(deadline, stage)
             return None
         if prev[0] != self.body_sha(body):
             raise Conflict(
@@ -296,10 +301,11 @@ class IngestMixin(TenantState):
         pre: Preverified | None = None,
         deadline: float | None = None,
     ) -> dict[str, Any]:
-        stored = self._idempotent(idempotency_key, body)
+        stored = self._idempotent(
+            idempotency_key, body, deadline, "waiting for the tenant's writer"
+        )
         if stored is not None:
             return stored
-        self._check_deadline(deadline, "waiting for the tenant's writer")
         cur = self.store.current(item_id)
         replaces = None
         if cur is not None and cur.live:
@@ -442,10 +448,11 @@ class IngestMixin(TenantState):
         *,
         deadline: float | None = None,
     ) -> dict[str, Any]:
-        stored = self._idempotent(idempotency_key, body)
+        stored = self._idempotent(
+            idempotency_key, body, deadline, "waiting for the tenant's write lock"
+        )
         if stored is not None:
             return stored
-        self._check_deadline(deadline, "waiting for the tenant's write lock")
         cur = self.store.current(item_id)
         if cur is None or not cur.live:
             raise NotFound(

@@ -9,12 +9,12 @@ from typing import Any
 from neardup.core._errors import Conflict, InvalidConfig, NotFound
 from neardup.service.cmdlog import Command
 from neardup.service.decisions import chain_hash, verify_chain
-from neardup.service.tenant._state import TenantState
+from neardup.service.tenant.query import QueryMixin
 
 _log = logging.getLogger("neardup.service.manager")
 
 
-class LinksMixin(TenantState):
+class LinksMixin(QueryMixin):
     def _canonical(self, item_id: str, relinks: dict[str, dict[str, Any]] | None = None) -> str:
         """The canonical item of ``item_id``'s cluster (``relinks``: changes about to be
         applied in the same command take precedence over the stored links)."""
@@ -162,25 +162,50 @@ class LinksMixin(TenantState):
         self.log.sync(sync_to)
         return event
 
+    def _linked(self, item_id: str, state: str, what: str, fix: str) -> tuple[str, str | None]:
+        """``item_id``'s (state, canonical), which must be ``state`` (else a
+        :class:`Conflict` says the item is not ``what``)."""
+        link = self.store.link(item_id)
+        if link is None or link[0] != state:
+            raise Conflict(
+                f"item {item_id!r} is not {what} (state {link[0] if link else 'unique'})", fix
+            )
+        return link
+
+    def _record_review(
+        self,
+        kind: str,
+        item_id: str,
+        actor: str | None,
+        rationale: str,
+        link: tuple[str, str | None],
+        state: str,
+        canonical: str | None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Record a reviewer's change of ``item_id`` from ``link`` to ``state`` (as a
+        duplicate of ``canonical``), with the rationale's first 2000 characters."""
+        return self._record(
+            kind,
+            item_id,
+            actor,
+            rationale=str(rationale)[:2000],
+            before={"state": link[0], "canonical": link[1]},
+            effect={"item_id": item_id, "state": state, "canonical": canonical},
+            **fields,
+        )
+
     def unlink(self, item_id: str, *, actor: str | None, rationale: str = "") -> dict[str, Any]:
         """Reverse a ``duplicate`` link: the item becomes unique again (an event too)."""
         self._require_features("unlinked")
         with self._lock:
-            link = self.store.link(item_id)
-            if link is None or link[0] != "duplicate":
-                raise Conflict(
-                    f"item {item_id!r} is not linked as a duplicate "
-                    f"(state {link[0] if link else 'unique'})",
-                    "unlink only items decided duplicate; release quarantined ones",
-                )
-            event = self._record(
-                "unlink",
+            link = self._linked(
                 item_id,
-                actor,
-                rationale=str(rationale)[:2000],
-                before={"state": link[0], "canonical": link[1]},
-                effect={"item_id": item_id, "state": "unique", "canonical": None},
+                "duplicate",
+                "linked as a duplicate",
+                "unlink only items decided duplicate; release quarantined ones",
             )
+            event = self._record_review("unlink", item_id, actor, rationale, link, "unique", None)
         return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
 
     def release(
@@ -197,12 +222,9 @@ class LinksMixin(TenantState):
             raise InvalidConfig("as", as_state, "unknown outcome", "use unique or duplicate")
         self._require_features("released")
         with self._lock:
-            link = self.store.link(item_id)
-            if link is None or link[0] != "review":
-                raise Conflict(
-                    f"item {item_id!r} is not quarantined (state {link[0] if link else 'unique'})",
-                    "release only items decided review",
-                )
+            link = self._linked(
+                item_id, "review", "quarantined", "release only items decided review"
+            )
             canonical = None
             if as_state == "duplicate":
                 cur = self.store.current(of) if isinstance(of, str) else None
@@ -227,14 +249,9 @@ class LinksMixin(TenantState):
                 if canonical is not None
                 else []
             )
-            event = self._record(
-                "release",
-                item_id,
-                actor,
-                rationale=str(rationale)[:2000],
-                before={"state": link[0], "canonical": link[1]},
-                effect={"item_id": item_id, "state": as_state, "canonical": canonical},
-                **({"relinks": relinks} if relinks else {}),
+            extra = {"relinks": relinks} if relinks else {}
+            event = self._record_review(
+                "release", item_id, actor, rationale, link, as_state, canonical, **extra
             )
         return {**self._envelope(), "event": event, "event_hash": chain_hash(event)}
 

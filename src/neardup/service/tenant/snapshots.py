@@ -17,13 +17,13 @@ from neardup.core._errors import Conflict, CorruptFile, SchemeMismatch
 from neardup.core.persist import atomic_write
 from neardup.service.cmdlog import Command, CommandLog
 from neardup.service.decisions import Policy
-from neardup.service.tenant._state import TenantState
 from neardup.service.tenant.config import SNAPSHOT_FORMAT, SNAPSHOT_READS, Guard
+from neardup.service.tenant.policies import PoliciesMixin
 
 _log = logging.getLogger("neardup.service.manager")
 
 
-class SnapshotsMixin(TenantState):
+class SnapshotsMixin(PoliciesMixin):
     def compact(self) -> dict[str, Any]:
         """Merge the index delta, drop tombstones from the index, purge their features."""
         with self._lock:
