@@ -182,7 +182,8 @@ def _in_model_order(model: Any, value: Any) -> Any:
     if not issubclass(model, msgspec.Struct):
         return value
     names = [f.encode_name for f in msgspec.structs.fields(model)]
-    extra = [k for k in value if k not in set(names)]
+    known = set(names)
+    extra = [k for k in value if k not in known]
     return {k: value[k] for k in (*extra, *(n for n in names if n in value))}
 
 

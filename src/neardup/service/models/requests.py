@@ -101,7 +101,7 @@ class VerifyRequest(_Request, kw_only=True):
 
 
 class Policy(_Request, kw_only=True):
-    """The next policy version of a tenant (fields absent keep the current value)."""
+    """A tenant's next policy (absent: the next version, the other defaults)."""
 
     version: Annotated[int, Meta(ge=1, le=1 << 30)] | UnsetType = UNSET
     metric: Literal["jaccard"] | UnsetType = UNSET
@@ -136,8 +136,7 @@ _Version = Annotated[int, Meta(ge=1, le=1 << 30)]
 
 
 class TenantConfig(_Request, kw_only=True):
-    """A tenant's configuration as JSON (``neardup.service.TenantConfig``'s fields;
-    absent fields take its defaults)."""
+    """A tenant's configuration (absent fields: neardup.service.TenantConfig's defaults)."""
 
     threshold: Annotated[float, Meta(gt=0, le=1)] | UnsetType = UNSET
     shingle: (
