@@ -181,10 +181,16 @@ def _in_model_order(model: Any, value: Any) -> Any:
         return value
     if not issubclass(model, msgspec.Struct):
         return value
-    names = [f.encode_name for f in msgspec.structs.fields(model)]
-    known = set(names)
-    extra = [k for k in value if k not in known]
+    names = _field_names(model)
+    extra = [k for k in value if k not in names]
     return {k: value[k] for k in (*extra, *(n for n in names if n in value))}
+
+
+@functools.cache
+def _field_names(model: type[msgspec.Struct]) -> dict[str, None]:
+    """A model's field names as sent, in its order (``structs.fields`` resolves the
+    type hints on every call: far slower than the conversion itself)."""
+    return dict.fromkeys(f.encode_name for f in msgspec.structs.fields(model))
 
 
 def _refusal(model: Any, value: Any, field: str, message: str) -> InvalidConfig:
