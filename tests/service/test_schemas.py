@@ -162,3 +162,15 @@ def test_content_response_and_storage_failure(app, monkeypatch: pytest.MonkeyPat
     # The log is poisoned: no later write is acknowledged until a restart.
     r = c.post("/v1/tenants/t1/items", json={"item_id": "C", "content": "green fox"}, headers=p)
     assert r.status_code == 503
+
+
+def test_tenant_config_model_is_the_flat_json_form() -> None:
+    """The TenantConfig request model names the keys of the JSON form of
+    ``neardup.service.TenantConfig`` (``to_dict``), in its order."""
+    import msgspec
+
+    from neardup.service import TenantConfig
+    from neardup.service.models.requests import TenantConfig as TenantConfigBody
+
+    names = [f.encode_name for f in msgspec.structs.fields(TenantConfigBody)]
+    assert names == list(TenantConfig().to_dict())
