@@ -1,7 +1,7 @@
 """Write the service's JSON Schemas and OpenAPI document to docs/schemas/.
 
-Run after changing ``neardup.service.schemas``; tests/service/test_schemas.py checks
-that they are in sync.
+Both come from the models of ``neardup.service.models``: run this after changing
+them; tests/service/test_schemas.py checks that the files are in sync.
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ import json
 import sys
 from pathlib import Path
 
-from neardup.service.schemas import SCHEMAS, openapi
+from neardup.service.models import json_schemas, openapi
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def render() -> dict[str, str]:
     out = {}
-    for name, schema in sorted(SCHEMAS.items()):
-        doc = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": name, **schema}
-        out[f"{name}.json"] = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    for name, schema in sorted(json_schemas().items()):
+        out[f"{name}.json"] = json.dumps(schema, indent=2, sort_keys=True) + "\n"
     out["openapi.json"] = json.dumps(openapi("0.1.0"), indent=2, sort_keys=True) + "\n"
     return out
 
@@ -27,9 +26,13 @@ def render() -> dict[str, str]:
 def main() -> int:
     target = ROOT / "docs" / "schemas"
     target.mkdir(parents=True, exist_ok=True)
-    for name, text in render().items():
+    files = render()
+    stale = sorted(p.name for p in target.glob("*.json") if p.name not in files)
+    for name in stale:
+        (target / name).unlink()
+    for name, text in files.items():
         (target / name).write_text(text, encoding="utf-8")
-    print(f"wrote {len(render())} files to {target}")
+    print(f"wrote {len(files)} files to {target}" + (f", removed {stale}" if stale else ""))
     return 0
 
 

@@ -172,7 +172,7 @@ def test_the_root_names_each_public_name_once() -> None:
         "neardup.service.tenant",
         "neardup.service.manager",
         "neardup.service.server",
-        "neardup.service.schemas",
+        "neardup.service.models",
         "neardup.service.router",
         "neardup.service.feedback",
         "neardup.graph.components",

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from neardup.service.manager import Service, ServiceConfig
-from neardup.service.schemas import SCHEMAS, openapi
+from neardup.service.models import json_schemas, openapi
 from neardup.service.server import create_app
 from service_helpers import write_master_key
 
@@ -35,7 +35,7 @@ def test_docs_schemas_are_in_sync() -> None:
 
 
 def test_every_schema_is_valid_json_schema() -> None:
-    for schema in SCHEMAS.values():
+    for schema in json_schemas().values():
         jsonschema.Draft202012Validator.check_schema(schema)
 
 
@@ -60,6 +60,9 @@ def test_openapi_lists_every_route_and_method(app) -> None:
         for m in r.methods or ():
             if m != "HEAD":
                 assert m.lower() in doc["paths"][r.path], (r.path, m)
+
+
+SCHEMAS = json_schemas()
 
 
 def _check(name: str, body: dict) -> None:
@@ -159,3 +162,15 @@ def test_content_response_and_storage_failure(app, monkeypatch: pytest.MonkeyPat
     # The log is poisoned: no later write is acknowledged until a restart.
     r = c.post("/v1/tenants/t1/items", json={"item_id": "C", "content": "green fox"}, headers=p)
     assert r.status_code == 503
+
+
+def test_tenant_config_model_is_the_flat_json_form() -> None:
+    """The TenantConfig request model names the keys of the JSON form of
+    ``neardup.service.TenantConfig`` (``to_dict``), in its order."""
+    import msgspec
+
+    from neardup.service import TenantConfig
+    from neardup.service.models.requests import TenantConfig as TenantConfigBody
+
+    names = [f.encode_name for f in msgspec.structs.fields(TenantConfigBody)]
+    assert names == list(TenantConfig().to_dict())

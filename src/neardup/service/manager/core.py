@@ -25,7 +25,6 @@ from neardup.core._errors import (
     TenantUnavailable,
 )
 from neardup.core.persist import atomic_write
-from neardup.service._validate import check
 from neardup.service.auth import PERMISSIONS, AuditLog, Keyring, Principal
 from neardup.service.decisions import Policy, PolicyGuard
 from neardup.service.manager._state import Bucket
@@ -36,7 +35,9 @@ from neardup.service.manager.items import ItemsMixin
 from neardup.service.manager.review import ReviewMixin
 from neardup.service.manager.versions import VersionsMixin
 from neardup.service.migration import Migration, VersionGate, is_tenant_root, load_tenant
-from neardup.service.schemas import SCHEMAS
+from neardup.service.models.checks import validate
+from neardup.service.models.requests import KeyRequest
+from neardup.service.models.requests import TenantConfig as TenantConfigBody
 from neardup.service.tenant import Tenant, TenantConfig, valid_tenant_id
 
 __all__ = ["Service"]
@@ -235,7 +236,7 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
     ) -> dict[str, Any]:
         valid_tenant_id(tenant_id)
         principal.require("tenant", tenant_id)
-        check(SCHEMAS["TenantConfig"], config, "config")
+        validate(TenantConfigBody, config, "config")
         cfg = TenantConfig.from_dict(config)
         warnings = self._recall_guard(cfg)
         with self._lock:
@@ -288,7 +289,7 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
     def key_request(self, principal: Principal, body: Any) -> str:
         """``POST /v1/keys``: authorized first, then the body validated, then the key."""
         self._require_role(principal, "tenant")
-        check(SCHEMAS["KeyRequest"], body, "body")
+        validate(KeyRequest, body, "body")
         return self.add_key(principal, body["role"], body["tenants"])
 
     @staticmethod
@@ -302,7 +303,7 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
     def add_key(self, principal: Principal, role: str, tenants: Sequence[str]) -> str:
         self._require_role(principal, "tenant")
         ts = list(tenants) if isinstance(tenants, list | tuple) else tenants
-        check(SCHEMAS["KeyRequest"], {"role": role, "tenants": ts}, "body")
+        validate(KeyRequest, {"role": role, "tenants": ts}, "body")
         for t in tenants:
             principal.require("tenant", t)
         with self._lock:

@@ -1,9 +1,9 @@
 """Request intake: item bodies validated and ``content_uri`` fetched.
 
 Every field that reaches a command (and so the command log) is checked here first,
-against the schemas ``/openapi.json`` publishes; content sent by reference is read
-only from ``file://`` URIs under a configured content root.  Apart from the
-operations so that every route checks its input the same way.
+against the models ``/openapi.json`` publishes (:mod:`neardup.service.models`);
+content sent by reference is read only from ``file://`` URIs under a configured
+content root.  Apart from the operations so that every route checks its input the same way.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import urllib.parse
 from typing import Any
 
 from neardup.core._errors import InvalidConfig, LimitExceeded, SchemeMismatch
-from neardup.service._validate import check, short
 from neardup.service.manager._state import ServiceState
 from neardup.service.manager.config import inside
-from neardup.service.schemas import SCHEMAS
+from neardup.service.models.checks import short, validate
+from neardup.service.models.fields import ItemId
+from neardup.service.models.requests import DecideRequest, QueryRequest, UpsertRequest
 
-__all__ = ["IDEMPOTENCY_KEY", "ITEM_ID", "IntakeMixin"]
+__all__ = ["IntakeMixin"]
 
-#: Request validation: every field that reaches a command (and so the command log)
-#: is checked against these schemas first (they are what /openapi.json publishes).
-ITEM_ID = SCHEMAS["UpsertRequest"]["properties"]["item_id"]
-IDEMPOTENCY_KEY = SCHEMAS["UpsertRequest"]["properties"]["idempotency_key"]
+#: The model of each item request, by the name the callers pass.
+_ITEM_MODELS = {m.__name__: m for m in (UpsertRequest, QueryRequest, DecideRequest)}
 
 
 class IntakeMixin(ServiceState):
@@ -103,7 +102,7 @@ class IntakeMixin(ServiceState):
             raise SchemeMismatch(
                 f"normalization version {short(nv)}", "normalization version 1", "an item"
             )
-        check(SCHEMAS[schema], body, "body")
+        validate(_ITEM_MODELS[schema], body, "body")
         if body.get("tenant_id", tenant_id) != tenant_id:
             raise InvalidConfig(
                 "tenant_id",
@@ -114,5 +113,5 @@ class IntakeMixin(ServiceState):
 
     @staticmethod
     def _check_id(item_id: Any, field: str = "item_id") -> str:
-        check(ITEM_ID, item_id, field)
+        validate(ItemId, item_id, field)
         return str(item_id)

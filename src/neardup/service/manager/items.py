@@ -15,12 +15,12 @@ from neardup.core._errors import (
     LimitExceeded,
     NeardupError,
 )
-from neardup.service._validate import INT64_MAX, check, check_int
 from neardup.service.auth import Principal
 from neardup.service.manager._state import ServiceState
 from neardup.service.manager.gating import request_scope
-from neardup.service.manager.intake import IDEMPOTENCY_KEY
-from neardup.service.schemas import SCHEMAS
+from neardup.service.models.checks import check_int, validate
+from neardup.service.models.fields import INT64_MAX, IdempotencyKey
+from neardup.service.models.requests import VerifyRequest
 from neardup.service.tenant import Tenant
 
 __all__ = ["ItemsMixin"]
@@ -117,7 +117,7 @@ class ItemsMixin(ServiceState):
     def verify_request(self, principal: Principal, tenant_id: str, body: Any) -> dict[str, Any]:
         """``POST .../verify``: the body validated after the caller is authorized."""
         principal.require("verify", tenant_id)
-        check(SCHEMAS["VerifyRequest"], body, "body")
+        validate(VerifyRequest, body, "body")
         return self.verify(principal, tenant_id, body["left"], body["right"])
 
     @request_scope
@@ -134,7 +134,7 @@ class ItemsMixin(ServiceState):
         if epoch is not None:
             check_int("epoch", epoch, 0, INT64_MAX)
         if idempotency_key is not None:
-            check(IDEMPOTENCY_KEY, idempotency_key, "idempotency_key")
+            validate(IdempotencyKey, idempotency_key, "idempotency_key")
         out = t.tombstone(
             item_id, epoch=epoch, idempotency_key=idempotency_key, actor=principal.key_id
         )

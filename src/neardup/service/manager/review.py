@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from neardup.core._errors import Conflict, InvalidConfig, NeardupError
-from neardup.service._validate import INT64_MAX, check, check_int, short
 from neardup.service.auth import Principal
 from neardup.service.manager._state import ServiceState
 from neardup.service.manager.gating import request_scope
-from neardup.service.schemas import SCHEMAS
+from neardup.service.models.checks import check_int, short, validate
+from neardup.service.models.fields import INT64_MAX
+from neardup.service.models.requests import LabelRequest, Policy, ResolveRequest
 
 __all__ = ["ReviewMixin"]
 
@@ -27,7 +28,7 @@ class ReviewMixin(ServiceState):
         self.tenant(principal, "policy", tenant_id)
         mig = self._migrations[tenant_id]
         try:
-            check(SCHEMAS["Policy"], body, "policy")
+            validate(Policy, body, "policy")
             with mig.lock:  # no shadow starts or promotion in between
                 if mig.role == "shadow":
                     raise Conflict(
@@ -80,7 +81,7 @@ class ReviewMixin(ServiceState):
         """``unlink`` a duplicate or ``release`` a quarantined item (audited events)."""
         t = self.tenant(principal, "resolve", tenant_id)
         self._check_id(item_id)
-        check(SCHEMAS["ResolveRequest"], body, "body")
+        validate(ResolveRequest, body, "body")
         rationale = str(body.get("rationale", ""))
         if action == "unlink":
             out = t.unlink(item_id, actor=principal.key_id, rationale=rationale)
@@ -100,7 +101,7 @@ class ReviewMixin(ServiceState):
         """A reviewer label for a pair (``left``, ``right``) or for a recorded decision
         (``decision_seq``: its item and the candidate it was compared with)."""
         t = self.tenant(principal, "feedback", tenant_id)
-        check(SCHEMAS["LabelRequest"], body, "body")
+        validate(LabelRequest, body, "body")
         seq = body.get("decision_seq")
         pair = {"left", "right"} <= set(body)
         if not (pair or seq is not None):

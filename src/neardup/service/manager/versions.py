@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from neardup.core._errors import Busy, Conflict, NeardupError, NotFound
-from neardup.service._validate import check
 from neardup.service.auth import Principal
 from neardup.service.manager._state import ServiceState
 from neardup.service.manager.gating import request_scope
 from neardup.service.migration import remove_version
-from neardup.service.schemas import SCHEMAS
+from neardup.service.models.checks import validate
+from neardup.service.models.requests import TenantConfig as TenantConfigBody
 from neardup.service.tenant import TenantConfig
 
 __all__ = ["VersionsMixin"]
@@ -43,7 +43,7 @@ class VersionsMixin(ServiceState):
             return mig.status()
         try:
             if action == "start":
-                check(SCHEMAS["TenantConfig"], body or {}, "config")
+                validate(TenantConfigBody, body or {}, "config")
                 out = mig.start(
                     TenantConfig.from_dict(body or {}), actor=actor, guard=self._recall_guard
                 )

@@ -27,10 +27,11 @@ from neardup.core._errors import (
     SchemeMismatch,
 )
 from neardup.core._trace import span
-from neardup.service._validate import INT64_MAX, check_json
 from neardup.service.auth import PERMISSIONS, Principal
 from neardup.service.manager import Service
-from neardup.service.schemas import PERMISSION, openapi
+from neardup.service.models.checks import check_json
+from neardup.service.models.fields import INT64_MAX
+from neardup.service.models.openapi import PERMISSION, openapi
 from neardup.service.server.errors import error_response, safe_text
 from neardup.service.server.metrics import Metrics
 from neardup.service.server.paths import RawPathRouting
@@ -60,7 +61,7 @@ def create_app(
     close_on_shutdown: bool = False,
     worker_threads: int = 32,
 ) -> Starlette:
-    """The ASGI app serving ``service`` (see ``neardup.service.schemas`` for the API)."""
+    """The ASGI app serving ``service`` (``neardup.service.models`` declares the API)."""
     metrics = Metrics(service)
     doc = openapi(_version())
     cfg = service.config
@@ -280,7 +281,7 @@ def create_app(
 
     t, item = "/v1/tenants/{tenant}", "/v1/tenants/{tenant}/items/{item_id}"
     # (path, method, metrics name, handler); the permission each needs is
-    # schemas.PERMISSION, checked before the request body is read.
+    # models.openapi.PERMISSION, checked before the request body is read.
     table: list[tuple[str, str, str, Callable[[Request], Awaitable[Response]]]] = [
         ("/healthz", "GET", "healthz", healthz),
         ("/readyz", "GET", "readyz", readyz),
