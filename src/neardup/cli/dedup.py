@@ -27,7 +27,7 @@ from neardup.cli.common import (
 )
 from neardup.core._errors import InvalidConfig
 from neardup.core.config import Config
-from neardup.kernels._kernel_manifest import GROUPS as KERNEL_GROUPS
+from neardup.kernels._warm import kernel_groups
 
 if TYPE_CHECKING:
     from neardup.io.corpus import Prefetch
@@ -446,7 +446,7 @@ def _dedup_vectors(
     "--group",
     "groups",
     multiple=True,
-    type=click.Choice(sorted(KERNEL_GROUPS)),
+    type=click.Choice(sorted(kernel_groups())),
     help="Kernel group to compile (repeatable) [default: all groups].",
 )
 @click.option(
@@ -466,7 +466,7 @@ def compile_cmd(groups: tuple[str, ...], processes: int | None) -> None:
     """
     from neardup.kernels._warm import compile_kernels
 
-    chosen = list(groups) or sorted(KERNEL_GROUPS)
+    chosen = list(groups) or sorted(kernel_groups())
     with errors():
         out = compile_kernels(
             chosen, processes=processes, progress=lambda line: click.echo(line, err=True)
