@@ -76,44 +76,40 @@ def _provenance(corpus: Corpus, mapping: Mapping[str, str]) -> list[Provenance]:
     return [Provenance.from_mapping({cols[c]: v for c, v in r.items()}) for r in rows]
 
 
-def _load(
+def _read_families(
     inputs: Sequence[str],
+    fields: Mapping[str, str],
+    *,
     text_field: str,
     id_field: str | None,
-    fields: Mapping[str, str],
     skip_bad: bool,
-) -> tuple[Corpus, list[Any], list[Provenance]]:
+    config: Config | None,
+    key: HashKey | None,
+    method: str,
+    decisions: str | None,
+    ignore_boilerplate: bool,
+    large_family: int,
+) -> tuple[Corpus, list[Any], FamilyResult]:
+    """What :func:`run_audit` and :func:`run_split` start from: the records of
+    ``inputs``, their ids (unique, else InputError) and their families."""
     corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
     ids = [json_id(i) for i in corpus.ids]
     if len({str(i) for i in ids}) != len(ids):
         raise InputError(
             inputs[0], None, "record ids are not unique", "pass an --id-field with unique ids"
         )
-    return corpus, ids, _provenance(corpus, fields)
-
-
-def _families(
-    corpus: Corpus,
-    ids: list[Any],
-    prov: list[Provenance],
-    config: Config,
-    key: HashKey | None,
-    method: str,
-    decisions: str | None,
-    ignore_boilerplate: bool,
-    large_family: int,
-) -> FamilyResult:
-    return build_families(
+    fam = build_families(
         corpus.texts,
-        prov,
+        _provenance(corpus, fields),
         ids=ids,
-        config=config,
+        config=config or Config(),
         key=key,
         method=method,  # type: ignore[arg-type]
         decisions=read_decisions(decisions) if decisions else (),
         ignore_boilerplate=ignore_boilerplate,
         large_family=large_family,
     )
+    return corpus, ids, fam
 
 
 def run_audit(
@@ -135,11 +131,11 @@ def run_audit(
     """Audit ``inputs`` (``fields`` maps provenance names, e.g. ``{"split": "split"}``,
     to columns); write the outputs into ``output`` unless it is None; return the audit.
     """
-    cfg = config or Config()
     with staged_output(output, overwrite, list(inputs)) as tmp:
-        corpus, ids, prov = _load(inputs, text_field, id_field, fields, skip_bad)
-        fam = _families(
-            corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, large_family
+        corpus, ids, fam = _read_families(
+            inputs, fields, text_field=text_field, id_field=id_field, skip_bad=skip_bad,
+            config=config, key=key, method=method, decisions=decisions,
+            ignore_boilerplate=ignore_boilerplate, large_family=large_family,
         )
         leak = cross_split_leakage(fam)
         audit = {
@@ -200,10 +196,12 @@ def run_split(
     overwrite: bool = False,
 ) -> dict[str, Any]:
     """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report."""
-    cfg = config or Config()
     with staged_output(output, overwrite, list(inputs)) as tmp:
-        corpus, ids, prov = _load(inputs, text_field, id_field, fields or {}, skip_bad)
-        fam = _families(corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9)
+        corpus, ids, fam = _read_families(
+            inputs, fields or {}, text_field=text_field, id_field=id_field, skip_bad=skip_bad,
+            config=config, key=key, method=method, decisions=decisions,
+            ignore_boilerplate=ignore_boilerplate, large_family=10**9,
+        )
         strat = None
         if stratify_field is not None:
             vals = record_fields(corpus, [stratify_field])
@@ -230,9 +228,7 @@ def run_split(
 def _audit_html(
     fam: FamilyResult, ids: Sequence[Any], texts: Sequence[str], a: dict[str, Any]
 ) -> str:
-    from collections import Counter
-
-    from neardup.batch.report import bar_chart, highlight_spans, page_top
+    from neardup.batch.report import highlight_spans, page_top, size_chart
 
     leak = a["leakage"]
     cards = [
@@ -258,7 +254,6 @@ def _audit_html(
         ("config fingerprint", a["config_fingerprint"]),
     ]
     esc = html.escape
-    sizes = Counter(len(f) for f in fam.families)
     leak_rows = "".join(
         f"<tr><td>{esc(k)}</td><td class='n'>{v}</td></tr>" for k, v in leak["pairs"].items()
     ) or "<tr><td colspan='2' class='muted'>no family straddles splits</td></tr>"
@@ -303,7 +298,7 @@ def _audit_html(
         + "</table>"
         + slices
         + "<h2>Family sizes</h2>"
-        + bar_chart([(str(k), v) for k, v in sorted(sizes.items())], "family sizes")
+        + size_chart(fam.families, "family sizes")
         + "<h2>Families to review</h2>"
         + ("".join(sections) or "<p class='muted'>none</p>")
         + "</body></html>\n"
