@@ -41,7 +41,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, Generic, Literal, TypedDict, TypeVar, Unpack, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -70,6 +70,7 @@ _BAND_ROUND_BYTES = 256 << 20
 
 __all__ = [
     "DedupIndex",
+    "DedupOptions",
     "DedupResult",
     "Deduplicator",
     "Match",
@@ -115,44 +116,39 @@ def _normalized_text(texts: Sequence[str], cfg: Config) -> Callable[[int], bytes
     return lambda i: encode_text(norm(texts[i]))
 
 
-def find_duplicates(
-    texts: Sequence[str],
-    *,
-    config: Config | None = None,
-    key: HashKey | None = None,
-    keep: str = "first",
-    method: Literal["lsh", "exact"] = "lsh",
-    edges: Literal["forest", "all"] = "forest",
-    prior: DedupIndex | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-) -> DedupResult:
+class DedupOptions(TypedDict, total=False):
+    """The keyword options of :func:`find_duplicates` (each optional; the defaults
+    are :func:`find_duplicates_hashed`'s)."""
+
+    config: Config | None
+    key: HashKey | None
+    keep: str
+    method: Literal["lsh", "exact"]
+    edges: Literal["forest", "all"]
+    prior: DedupIndex | None
+    progress: Callable[[str, int, int], None] | None
+
+
+def find_duplicates(texts: Sequence[str], **options: Unpack[DedupOptions]) -> DedupResult:
     """Find exact and near duplicates in a batch of texts.
 
-    Parameters:
+    Parameters (all but ``texts`` by keyword, all optional but ``texts``):
         texts: the documents, in input order (their positions are the ids).
         config: parameters (default :class:`Config()`: word 5-grams, t = 0.8).
         key: a :class:`HashKey` when ``config.hash_algorithm == "siphash24"``.
-        keep: representative rule, ``first`` | ``longest`` | ``shortest``.
-        method: ``lsh`` (MinHash + banding) or ``exact`` (AllPairs join, recall 1).
-        edges: ``forest`` records the edges that joined each cluster (a spanning
-            forest; pairs already connected are not re-verified), ``all`` records
-            every verified pair >= threshold.  Clusters are the same either way.
+        keep: representative rule, ``first`` (default) | ``longest`` | ``shortest``.
+        method: ``lsh`` (default: MinHash + banding) or ``exact`` (AllPairs join,
+            recall 1).
+        edges: ``forest`` (default) records the edges that joined each cluster (a
+            spanning forest; pairs already connected are not re-verified), ``all``
+            records every verified pair >= threshold.  Clusters are the same either
+            way.
         prior: documents of earlier runs (:class:`DedupIndex`).  They take positions
             ``0 .. len(prior) - 1`` and ``texts`` follow, so the result equals one run
             over the union; ``stats`` counts only the new documents.
         progress: called as ``progress(stage, done, total)`` during long stages.
     """
-    return find_duplicates_hashed(
-        texts,
-        None,
-        config=config,
-        key=key,
-        keep=keep,
-        method=method,
-        edges=edges,
-        prior=prior,
-        progress=progress,
-    )
+    return find_duplicates_hashed(texts, None, **options)
 
 
 def find_duplicates_hashed(
