@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from neardup import InvalidConfig, compile_kernels
-from neardup.kernels._kernel_manifest import GROUPS
-from neardup.kernels._warm import _type
+from neardup.kernels._warm import _type, kernel_groups
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "neardup"
+GROUPS = kernel_groups()
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.jsonl"
 
 

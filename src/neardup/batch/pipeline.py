@@ -128,15 +128,17 @@ def find_duplicates(
 ) -> DedupResult:
     """Find exact and near duplicates in a batch of texts.
 
-    Parameters:
+    Parameters (all but ``texts`` by keyword, all optional but ``texts``):
         texts: the documents, in input order (their positions are the ids).
         config: parameters (default :class:`Config()`: word 5-grams, t = 0.8).
         key: a :class:`HashKey` when ``config.hash_algorithm == "siphash24"``.
-        keep: representative rule, ``first`` | ``longest`` | ``shortest``.
-        method: ``lsh`` (MinHash + banding) or ``exact`` (AllPairs join, recall 1).
-        edges: ``forest`` records the edges that joined each cluster (a spanning
-            forest; pairs already connected are not re-verified), ``all`` records
-            every verified pair >= threshold.  Clusters are the same either way.
+        keep: representative rule, ``first`` (default) | ``longest`` | ``shortest``.
+        method: ``lsh`` (default: MinHash + banding) or ``exact`` (AllPairs join,
+            recall 1).
+        edges: ``forest`` (default) records the edges that joined each cluster (a
+            spanning forest; pairs already connected are not re-verified), ``all``
+            records every verified pair >= threshold.  Clusters are the same either
+            way.
         prior: documents of earlier runs (:class:`DedupIndex`).  They take positions
             ``0 .. len(prior) - 1`` and ``texts`` follow, so the result equals one run
             over the union; ``stats`` counts only the new documents.

@@ -13,7 +13,7 @@ import html
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Sequence, Sized
 from typing import Any
 
 from neardup.batch.pipeline import DedupResult
@@ -30,6 +30,7 @@ __all__ = [
     "render_report",
     "render_vector_report",
     "shown_edges",
+    "size_chart",
     "write_scurve_png",
 ]
 
@@ -206,6 +207,25 @@ def shown_edges(cluster: Cluster) -> list[Edge]:
     return [e for e in cluster.edges if e.method != "identical"][:SHOWN_EDGES]
 
 
+def _run_cards(stats: dict[str, Any], items_in: str, exact: str) -> list[tuple[str, Any]]:
+    """The cards atop a run's report, from its ``stats.json``; ``items_in`` and
+    ``exact`` name what was read and its exact copies (documents or vectors)."""
+    return [
+        (items_in, stats["documents_in"]),
+        ("kept", stats["documents_out"]),
+        (exact, stats["exact_duplicates"]),
+        ("near duplicates", stats["near_duplicates"]),
+        ("clusters", stats["clusters"]),
+        ("predicted recall at t", f"{stats['predicted_recall_at_threshold']:.4f}"),
+    ]
+
+
+def size_chart(groups: Sequence[Sized], title: str) -> str:
+    """A bar chart of how many of ``groups`` (clusters, families) have each size."""
+    sizes = Counter(len(g) for g in groups)
+    return bar_chart([(str(k), v) for k, v in sorted(sizes.items())], title)
+
+
 def near_edges(clusters: Sequence[Cluster]) -> list[Edge]:
     """The exactly scored near-duplicate edges of ``clusters``: a text report's
     similarity histogram, and its shared shingles over the first
@@ -225,14 +245,7 @@ def render_report(
 ) -> str:
     """The HTML page for one run (``texts`` maps positions to original texts)."""
     bands, rows = config.layout
-    cards = [
-        ("documents in", stats["documents_in"]),
-        ("kept", stats["documents_out"]),
-        ("exact duplicates", stats["exact_duplicates"]),
-        ("near duplicates", stats["near_duplicates"]),
-        ("clusters", stats["clusters"]),
-        ("predicted recall at t", f"{stats['predicted_recall_at_threshold']:.4f}"),
-    ]
+    cards = _run_cards(stats, "documents in", "exact duplicates")
     rows_tbl = [
         ("empty documents", stats["empty"]),
         ("too large (not compared)", stats["too_large"]),
@@ -251,8 +264,6 @@ def render_report(
         ("scheme fingerprint", stats["scheme_fingerprint"]),
         ("config fingerprint", stats["config_fingerprint"]),
     ]
-    sizes = Counter(len(c) for c in clusters)
-    size_bars = [(str(k), v) for k, v in sorted(sizes.items())]
     near = near_edges(clusters)
     lo = config.threshold
     nb = 20
@@ -303,7 +314,7 @@ def render_report(
     return (
         page_top("neardup report", "neardup report", stats.get("inputs", []), cards, rows_tbl)
         + "<h2>Cluster sizes</h2>"
-        + bar_chart(size_bars, "cluster sizes")
+        + size_chart(clusters, "cluster sizes")
         + "<h2>Similarity of verified near-duplicate edges</h2>"
         + bar_chart(sim_bars, "exact Jaccard of verified edges", "#6C3BAA")
         + "<h2>Candidate probability (S-curve)</h2>"
@@ -372,14 +383,7 @@ def render_vector_report(
     None).  Depends only on the inputs and config, like :func:`render_report`."""
     cfg = result.config
     metric = cfg.metric
-    cards = [
-        ("vectors in", stats["documents_in"]),
-        ("kept", stats["documents_out"]),
-        ("identical vectors", stats["exact_duplicates"]),
-        ("near duplicates", stats["near_duplicates"]),
-        ("clusters", stats["clusters"]),
-        ("predicted recall at t", f"{stats['predicted_recall_at_threshold']:.4f}"),
-    ]
+    cards = _run_cards(stats, "vectors in", "identical vectors")
     layout = (
         f"permuted blocks: all pairs within {cfg.hamming_radius} of {cfg.bits} bits"
         if cfg.hamming_radius is not None
@@ -401,8 +405,6 @@ def render_vector_report(
         ("config fingerprint", stats["config_fingerprint"]),
     ]
     clusters = result.clusters
-    sizes = Counter(len(c) for c in clusters)
-    size_bars = [(str(k), v) for k, v in sorted(sizes.items())]
     scores = [e.score for c in clusters for e in c.edges]
     nb = 20
     if metric in ("cosine", "weighted_jaccard"):
@@ -438,7 +440,7 @@ def render_vector_report(
             rows_tbl,
         )
         + "<h2>Cluster sizes</h2>"
-        + bar_chart(size_bars, "cluster sizes")
+        + size_chart(clusters, "cluster sizes")
         + f"<h2>Exact {metric} of verified edges</h2>"
         + bar_chart(sim_bars, f"exact {metric} of verified edges", "#6C3BAA")
         + "<h2>Candidate probability</h2>"

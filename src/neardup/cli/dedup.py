@@ -28,7 +28,7 @@ from neardup.cli.common import (
 )
 from neardup.core._errors import InvalidConfig
 from neardup.core.config import Config, RunOptions
-from neardup.kernels._kernel_manifest import GROUPS as KERNEL_GROUPS
+from neardup.kernels._warm import kernel_groups
 
 if TYPE_CHECKING:
     from neardup.batch.runs import DedupRun
@@ -455,7 +455,7 @@ def _dedup_vectors(
     "--group",
     "groups",
     multiple=True,
-    type=click.Choice(sorted(KERNEL_GROUPS)),
+    type=click.Choice(sorted(kernel_groups())),
     help="Kernel group to compile (repeatable) [default: all groups].",
 )
 @click.option(
@@ -475,7 +475,7 @@ def compile_cmd(groups: tuple[str, ...], processes: int | None) -> None:
     """
     from neardup.kernels._warm import compile_kernels
 
-    chosen = list(groups) or sorted(KERNEL_GROUPS)
+    chosen = list(groups) or sorted(kernel_groups())
     with errors():
         out = compile_kernels(
             chosen, processes=processes, progress=lambda line: click.echo(line, err=True)

@@ -22,6 +22,7 @@ __all__ = [
     "NeardupIOError",
     "NoFeasibleParameters",
     "NotFound",
+    "RetryLater",
     "SchemeMismatch",
     "ServiceError",
     "TenantUnavailable",
@@ -259,31 +260,32 @@ class TenantUnavailable(ServiceError):
     code = "tenant_unavailable"
 
 
-class Busy(ServiceError):
-    """The tenant is switching versions (a shadow promoted, rolled back or retired, or
-    the tenant reopened) and the requests in flight did not finish in the bounded
-    wait: nothing was changed; retry after ``retry_after`` seconds."""
+class RetryLater(ServiceError):
+    """A 503 that changed nothing and says when to try again: ``retry_after``
+    seconds (the server sends it as ``Retry-After``)."""
 
     status = 503
-    code = "busy"
 
     def __init__(self, reason: str, fix: str, *, retry_after: float = 1.0) -> None:
         super().__init__(reason, fix)
         self.retry_after = retry_after
 
 
-class DeadlineExceeded(ServiceError):
+class Busy(RetryLater):
+    """The tenant is switching versions (a shadow promoted, rolled back or retired, or
+    the tenant reopened) and the requests in flight did not finish in the bounded
+    wait: nothing was changed; retry after ``retry_after`` seconds."""
+
+    code = "busy"
+
+
+class DeadlineExceeded(RetryLater):
     """A request used up its time budget (``request_budget_s``) before it was logged:
     nothing was stored or recorded; retry after ``retry_after`` seconds (with the
     same idempotency key, if it had one).  A request that was logged is always
     completed and acknowledged, however long it took."""
 
-    status = 503
     code = "deadline_exceeded"
-
-    def __init__(self, reason: str, fix: str, *, retry_after: float = 1.0) -> None:
-        super().__init__(reason, fix)
-        self.retry_after = retry_after
 
 
 class LimitExceeded(ServiceError):

@@ -1,5 +1,5 @@
 """Array helpers shared by the kernels: radix-bucketed sorts of uint64 keys, the
-sorted-set intersection count and a growable output buffer (numba)."""
+sorted-set intersection count and growable output buffers (numba)."""
 
 from __future__ import annotations
 
@@ -115,10 +115,21 @@ def intersect_count(a, a0, a1, b, b0, b1):
 
 
 @kernel
-def grow_array(arr, need):
-    if need <= arr.shape[0]:
-        return arr
-    cap = max(need, 2 * arr.shape[0])
-    out = np.empty(cap, dtype=arr.dtype)
-    out[: arr.shape[0]] = arr
+def _grow_columns(cols, need):
+    cap = max(need, 2 * cols.shape[1])
+    out = np.empty((cols.shape[0], cap), dtype=cols.dtype)
+    out[:, : cols.shape[1]] = cols
     return out
+
+
+@kernel(inline="always")
+def append_column(cols, n, values):
+    """``cols`` (rows: fields, columns: records) with the record ``values`` (a tuple
+    of one type, a value per row) written in column ``n``; grown to twice its
+    columns first when full, so appending costs amortized O(1).  Returns the buffer
+    to keep using: the same one unless it grew."""
+    if n >= cols.shape[1]:
+        cols = _grow_columns(cols, n + 1)
+    for i in range(len(values)):
+        cols[i, n] = values[i]
+    return cols

@@ -12,7 +12,7 @@ from numba import get_num_threads, prange, types
 from numba.typed import Dict
 
 from neardup.kernels import _unionfind as UF
-from neardup.kernels._arrays import grow_array, intersect_count
+from neardup.kernels._arrays import append_column, intersect_count
 from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import U64
 
@@ -211,13 +211,7 @@ def _join_runs(
     n = runs.shape[0]
     nb = runs.shape[1]
     k = sig.shape[1]
-    cap = 1024
-    ea = np.empty(cap, dtype=np.int64)
-    eb = np.empty(cap, dtype=np.int64)
-    eband = np.empty(cap, dtype=np.int64)
-    einter = np.empty(cap, dtype=np.int64)
-    eunion = np.empty(cap, dtype=np.int64)
-    ematch = np.empty(cap, dtype=np.int64)
+    edges = np.empty((6, 1024), dtype=np.int64)  # a, b, band, inter, union, matches
     ne = 0
     n_cand = 0
     n_ver = 0
@@ -268,33 +262,21 @@ def _join_runs(
                             matches = _row_matches(sig, a, b)
                         if mode != MODE_CANDIDATES:
                             UF.union(parent, a, b)
-                        if ne >= ea.shape[0]:
-                            ea = grow_array(ea, ne + 1)
-                            eb = grow_array(eb, ne + 1)
-                            eband = grow_array(eband, ne + 1)
-                            einter = grow_array(einter, ne + 1)
-                            eunion = grow_array(eunion, ne + 1)
-                            ematch = grow_array(ematch, ne + 1)
-                        ea[ne] = a
-                        eb[ne] = b
-                        eband[ne] = band_lo + bnd
-                        einter[ne] = inter
-                        eunion[ne] = uni
-                        ematch[ne] = matches
+                        edges = append_column(
+                            edges,
+                            ne,
+                            (
+                                np.int64(a),
+                                np.int64(b),
+                                np.int64(band_lo + bnd),
+                                np.int64(inter),
+                                np.int64(uni),
+                                np.int64(matches),
+                            ),
+                        )
                         ne += 1
             start = stop
-    return (
-        ea[:ne],
-        eb[:ne],
-        eband[:ne],
-        einter[:ne],
-        eunion[:ne],
-        ematch[:ne],
-        n_cand,
-        n_ver,
-        overflow,
-        skipped,
-    )
+    return edges[:, :ne], n_cand, n_ver, overflow, skipped
 
 
 def band_join(
@@ -338,7 +320,7 @@ def band_join(
     # because union-find and the pair memo make its result order-dependent.  Split
     # this way the walk costs O(bucketed entries) instead of O(n) per band.
     counts = _band_runs(keys, active, get_num_threads())
-    return _join_runs(
+    edges, n_cand, n_ver, overflow, skipped = _join_runs(
         keys,
         counts,
         band_lo,
@@ -352,3 +334,4 @@ def band_join(
         parent,
         seen,
     )
+    return (*edges, n_cand, n_ver, overflow, skipped)

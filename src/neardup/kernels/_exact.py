@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from neardup.kernels._arrays import argsort_keys, grow_array, intersect_count
+from neardup.kernels._arrays import append_column, argsort_keys, intersect_count
 from neardup.kernels._cache import kernel
 
 
@@ -152,11 +152,7 @@ def allpairs_join(tokens, indptr, order, threshold, eps):
             post[fill[t]] = pos
             fill[t] += 1
     stamp = np.full(n, -1, dtype=np.int64)
-    cap = 1024
-    ra = np.empty(cap, dtype=np.int64)
-    rb = np.empty(cap, dtype=np.int64)
-    ri = np.empty(cap, dtype=np.int64)
-    ru = np.empty(cap, dtype=np.int64)
+    pairs = np.empty((4, 1024), dtype=np.int64)  # a < b, intersection, union
     ne = 0
     n_cand = 0
     for pos in range(n):
@@ -182,14 +178,10 @@ def allpairs_join(tokens, indptr, order, threshold, eps):
                 )
                 uni = sx + sy - inter
                 if inter / uni >= threshold:
-                    if ne >= ra.shape[0]:
-                        ra = grow_array(ra, ne + 1)
-                        rb = grow_array(rb, ne + 1)
-                        ri = grow_array(ri, ne + 1)
-                        ru = grow_array(ru, ne + 1)
-                    ra[ne] = min(x, y)
-                    rb[ne] = max(x, y)
-                    ri[ne] = inter
-                    ru[ne] = uni
+                    pairs = append_column(
+                        pairs,
+                        ne,
+                        (np.int64(min(x, y)), np.int64(max(x, y)), np.int64(inter), np.int64(uni)),
+                    )
                     ne += 1
-    return ra[:ne], rb[:ne], ri[:ne], ru[:ne], n_cand
+    return pairs[0, :ne], pairs[1, :ne], pairs[2, :ne], pairs[3, :ne], n_cand

@@ -118,10 +118,44 @@ def _ascii_u_escape(buf, p, e):
     return v if v < 0x80 else -1
 
 
+_CLOSED = -2
+"""What :func:`_string_char` decodes a closing quote to."""
+
+
 @kernel(inline="always")
-def _short_escape(d):
-    # The escapes \" \\ \/ \b \f \n \r \t.
-    return d == 34 or d == 92 or d == 47 or d == 98 or d == 102 or d == 110 or d == 114 or d == 116
+def _string_char(buf, p, e):
+    """The character of a JSON string at ``buf[p]`` (``p < e``): (its decoded byte,
+    the position after it); (:data:`_CLOSED`, the position after the quote) at the
+    closing quote; (-1, -1) if the string is not strict JSON or the character is
+    not ASCII (non-ASCII text takes the Python path)."""
+    c = buf[p]
+    if c == 34:
+        return _CLOSED, p + 1
+    if c < 32 or c >= 128:
+        return -1, -1
+    if c != 92:
+        return np.int64(c), p + 1
+    if p + 1 >= e:
+        return -1, -1
+    d = buf[p + 1]
+    # The escapes \" \\ \/ \b \f \n \r \t and \uXXXX.
+    if d == 34 or d == 92 or d == 47:
+        return np.int64(d), p + 2
+    if d == 110:
+        return 10, p + 2
+    if d == 116:
+        return 9, p + 2
+    if d == 114:
+        return 13, p + 2
+    if d == 98:
+        return 8, p + 2
+    if d == 102:
+        return 12, p + 2
+    if d == 117:
+        v = _ascii_u_escape(buf, p, e)
+        if v >= 0:
+            return np.int64(v), p + 6
+    return -1, -1
 
 
 @kernel
@@ -138,24 +172,10 @@ def _string_end(buf, p, e):
             p += 8
         if p >= e:
             break
-        c = buf[p]
-        if c == 34:
-            return p + 1, esc
-        if c == 92:
-            esc = True
-            if p + 1 >= e:
-                return -1, esc
-            d = buf[p + 1]
-            if _short_escape(d):
-                p += 2
-                continue
-            if d == 117 and _ascii_u_escape(buf, p, e) >= 0:
-                p += 6
-                continue
-            return -1, esc
-        if c < 32 or c >= 128:
-            return -1, esc
-        p += 1
+        esc = esc or buf[p] == 92
+        v, p = _string_char(buf, p, e)
+        if v < 0:
+            return p, esc
     return -1, esc
 
 
@@ -183,41 +203,11 @@ def _copy_string(buf, p, e, out, w):
             break
         if p >= e:
             break
-        c = buf[p]
-        if c == 34:
-            return p + 1, w
-        if c == 92:
-            if p + 1 >= e:
-                return -1, w
-            d = buf[p + 1]
-            if d == 34 or d == 92 or d == 47:
-                out[w] = d
-            elif d == 110:
-                out[w] = 10
-            elif d == 116:
-                out[w] = 9
-            elif d == 114:
-                out[w] = 13
-            elif d == 98:
-                out[w] = 8
-            elif d == 102:
-                out[w] = 12
-            elif d == 117:
-                v = _ascii_u_escape(buf, p, e)
-                if v < 0:
-                    return -1, w
-                out[w] = v
-                p += 4
-            else:
-                return -1, w
-            p += 2
-            w += 1
-            continue
-        if c < 32 or c >= 128:
-            return -1, w
-        out[w] = c
+        v, p = _string_char(buf, p, e)
+        if v < 0:
+            return p, w
+        out[w] = v
         w += 1
-        p += 1
     return -1, w
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from numba import prange
 
 from neardup.kernels import _unionfind as UF
-from neardup.kernels._arrays import argsort_keys, grow_array
+from neardup.kernels._arrays import append_column, argsort_keys
 from neardup.kernels._bandjoin import MODE_ALL_EDGES, MODE_FOREST, ordered, pair_window
 from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import P1, P2, P4, U64, band_start, band_step, fmix64, hash_span
@@ -56,37 +56,42 @@ def hash_ranges(buf, starts, algo, seed, k0, k1, out):
 
 
 @kernel(parallel=True)
+def _chain_keys(words, masks, word_lo, word_hi, rows, band_lo, seed, out):
+    """Key per (row, band) for bands [band_lo, band_lo + out.shape[1]): a mixed chain
+    over the band's words of the row, ``words[d, word_lo[bnd]:word_hi[bnd]]`` under
+    the band's mask ``masks[bnd]``, or with ``masks`` None the ``rows`` words
+    ``words[d, bnd * rows:(bnd + 1) * rows]`` as they are (numba compiles only the
+    branch the arguments select)."""
+    n = words.shape[0]
+    nb = out.shape[1]
+    seed = U64(seed)
+    for d in prange(n):
+        for t in range(nb):
+            bnd = band_lo + t
+            h = band_start(seed, bnd)
+            if masks is None:
+                base = bnd * rows
+                for j in range(rows):
+                    h = band_step(h, words[d, base + j])
+            else:
+                for j in range(word_lo[bnd], word_hi[bnd]):
+                    h = band_step(h, words[d, j] & masks[bnd, j])
+            out[d, t] = h
+
+
+@kernel
 def mask_keys(sig, masks, word_lo, word_hi, band_lo, seed, out):
     """Key per (row, band) for bands [band_lo, band_lo + out.shape[1]): a mixed chain
     over the row's signature words under the band's bit mask.  Keys are uniformly
     distributed (``argsort_keys`` relies on it); a collision of two different masked
     values only adds a candidate, which verification then rejects."""
-    n = sig.shape[0]
-    nb = out.shape[1]
-    seed = U64(seed)
-    for d in prange(n):
-        for t in range(nb):
-            bnd = band_lo + t
-            h = band_start(seed, bnd)
-            for j in range(word_lo[bnd], word_hi[bnd]):
-                h = band_step(h, sig[d, j] & masks[bnd, j])
-            out[d, t] = h
+    _chain_keys(sig, masks, word_lo, word_hi, 0, band_lo, seed, out)
 
 
-@kernel(parallel=True)
+@kernel
 def code_keys(codes, band_lo, rows, seed, out):
     """Key per (row, band) for integer hash codes (p-stable): ``rows`` codes a band."""
-    n = codes.shape[0]
-    nb = out.shape[1]
-    seed = U64(seed)
-    for d in prange(n):
-        for t in range(nb):
-            bnd = band_lo + t
-            h = band_start(seed, bnd)
-            base = bnd * rows
-            for j in range(rows):
-                h = band_step(h, codes[d, base + j])
-            out[d, t] = h
+    _chain_keys(codes, None, None, None, rows, band_lo, seed, out)
 
 
 @kernel(inline="always")
@@ -302,12 +307,8 @@ def vector_band_join(
     """
     nb = skeys.shape[0]
     n = skeys.shape[1]
-    cap = 1024
-    ea = np.empty(cap, dtype=np.int64)
-    eb = np.empty(cap, dtype=np.int64)
-    eband = np.empty(cap, dtype=np.int64)
-    escore = np.empty(cap, dtype=np.float64)
-    eagree = np.empty(cap, dtype=np.int64)
+    edges = np.empty((4, 1024), dtype=np.int64)  # a, b, band, agreement
+    scores = np.empty((1, 1024), dtype=np.float64)
     ne = 0
     n_checks = 0
     n_ver = 0
@@ -368,25 +369,21 @@ def vector_band_join(
                     if mode == MODE_ALL_EDGES:
                         seen[pk] = np.int8(1)
                     UF.union(parent, a, b)
-                    if ne >= ea.shape[0]:
-                        ea = grow_array(ea, ne + 1)
-                        eb = grow_array(eb, ne + 1)
-                        eband = grow_array(eband, ne + 1)
-                        escore = grow_array(escore, ne + 1)
-                        eagree = grow_array(eagree, ne + 1)
-                    ea[ne] = a
-                    eb[ne] = b
-                    eband[ne] = band_lo + t
-                    escore[ne] = s
-                    eagree[ne] = _agreement(sig, sig_kind, a, b)
+                    agree = _agreement(sig, sig_kind, a, b)
+                    edges = append_column(
+                        edges,
+                        ne,
+                        (np.int64(a), np.int64(b), np.int64(band_lo + t), np.int64(agree)),
+                    )
+                    scores = append_column(scores, ne, (np.float64(s),))
                     ne += 1
             start = stop
     return (
-        ea[:ne],
-        eb[:ne],
-        eband[:ne],
-        escore[:ne],
-        eagree[:ne],
+        edges[0, :ne],
+        edges[1, :ne],
+        edges[2, :ne],
+        scores[0, :ne],
+        edges[3, :ne],
         n_checks,
         n_ver,
         cap_cut,

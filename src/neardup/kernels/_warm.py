@@ -10,11 +10,11 @@ says nothing.  :func:`compile_kernels` looks up which kernels of a kind of run
 yet, and compiles them in parallel worker processes, largest first, printing one
 progress line; later calls find them cached and return in milliseconds.
 
-The groups and argument types come from ``_kernel_manifest.py``, recorded by
-``scripts/kernel_manifest.py`` from real runs.  A kernel a run calls with types
-the manifest does not list is compiled on first call, as before; the command
-line announces each such compile (:func:`announce_compiles`), so nothing stalls
-silently.
+The groups and argument types come from ``manifest.json`` (package data, read by
+:func:`kernel_groups`), recorded by ``scripts/kernel_manifest.py`` from real
+runs.  A kernel a run calls with types the manifest does not list is compiled on
+first call, as before; the command line announces each such compile
+(:func:`announce_compiles`), so nothing stalls silently.
 
 >>> from neardup import compile_kernels
 >>> report = compile_kernels(["dedup"])  # doctest: +SKIP
@@ -25,27 +25,38 @@ silently.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from importlib import resources
 from typing import Any
 
 from neardup.core._errors import InvalidConfig
 
-__all__ = ["announce_compiles", "compile_kernels"]
+__all__ = ["MANIFEST", "announce_compiles", "compile_kernels", "kernel_groups"]
 
 Entry = tuple[str, str, list[Any], float]
 _announcing = False
 
+MANIFEST = "manifest.json"
+"""The kernel manifest's file name in the ``neardup.kernels`` package (package data)."""
 
-def _manifest() -> dict[str, list[Entry]]:
-    from neardup.kernels._kernel_manifest import GROUPS
 
+def kernel_groups() -> dict[str, list[Entry]]:
+    """The kernels each kind of run calls from Python: group -> entries (module below
+    ``neardup``, function, argument types as :func:`_type` spells them, compile
+    seconds measured on the machine that generated the manifest).
+
+    Read from :data:`MANIFEST`, shipped inside the package (so it works from a
+    wheel or a zip), each call afresh: the caller may change what it gets.
+    """
+    text = resources.files("neardup.kernels").joinpath(MANIFEST).read_text(encoding="utf-8")
     return {
-        g: [(str(m), str(f), list(s), float(t)) for m, f, s, t in es]
-        for g, es in GROUPS.items()
+        str(g): [(str(m), str(f), list(s), float(t)) for m, f, s, t in es]
+        for g, es in json.loads(text).items()
     }
 
 
@@ -128,7 +139,7 @@ def compile_kernels(
     neardup: compiling 11 kernels for this machine on 2 cores (first run only, about 24 s)...
     neardup: kernels compiled in 15 s; later runs start at once
     """
-    manifest = _manifest()
+    manifest = kernel_groups()
     wanted = list(groups)
     unknown = [g for g in wanted if g not in manifest]
     if unknown:

@@ -103,39 +103,34 @@ def _provenance(corpus: Corpus, mapping: Mapping[str, str]) -> list[Provenance]:
     return [Provenance.from_mapping({cols[c]: v for c, v in r.items()}) for r in rows]
 
 
-def _load(
+def _read_families(
     inputs: Sequence[str],
+    fields: Mapping[str, str],
+    *,
     text_field: str,
     id_field: str | None,
-    fields: Mapping[str, str],
     skip_bad: bool,
-) -> tuple[Corpus, list[Any], list[Provenance]]:
-    corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
-    ids = [json_id(i) for i in corpus.ids]
-    if len({str(i) for i in ids}) != len(ids):
-        raise InputError(
-            inputs[0], None, "record ids are not unique", "pass an --id-field with unique ids"
-        )
-    return corpus, ids, _provenance(corpus, fields)
-
-
-def _families(
-    corpus: Corpus,
-    ids: list[Any],
-    prov: list[Provenance],
-    config: Config,
+    config: Config | None,
     key: HashKey | None,
     method: str,
     decisions: str | None,
     ignore_boilerplate: bool,
     large_family: int,
     memory_limit: int,
-) -> FamilyResult:
-    return build_families(
+) -> tuple[Corpus, list[Any], FamilyResult]:
+    """What :func:`run_audit` and :func:`run_split` start from: the records of
+    ``inputs``, their ids (unique, else InputError) and their families."""
+    corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
+    ids = [json_id(i) for i in corpus.ids]
+    if len({str(i) for i in ids}) != len(ids):
+        raise InputError(
+            inputs[0], None, "record ids are not unique", "pass an --id-field with unique ids"
+        )
+    fam = build_families(
         corpus.texts,
-        prov,
+        _provenance(corpus, fields),
         ids=ids,
-        config=config,
+        config=config or Config(),
         key=key,
         method=method,  # type: ignore[arg-type]
         decisions=read_decisions(decisions) if decisions else (),
@@ -143,6 +138,7 @@ def _families(
         large_family=large_family,
         memory_limit=memory_limit,
     )
+    return corpus, ids, fam
 
 
 def run_audit(
@@ -166,20 +162,12 @@ def run_audit(
     to columns); write the outputs into ``output`` unless it is None; return the audit.
     ``memory_limit`` as for :func:`neardup.find_duplicates`.
     """
-    cfg = config or Config()
     with staged_output(output, overwrite, list(inputs)) as tmp:
-        corpus, ids, prov = _load(inputs, text_field, id_field, fields, skip_bad)
-        fam = _families(
-            corpus,
-            ids,
-            prov,
-            cfg,
-            key,
-            method,
-            decisions,
-            ignore_boilerplate,
-            large_family,
-            memory_limit,
+        corpus, ids, fam = _read_families(
+            inputs, fields, text_field=text_field, id_field=id_field, skip_bad=skip_bad,
+            config=config, key=key, method=method, decisions=decisions,
+            ignore_boilerplate=ignore_boilerplate, large_family=large_family,
+            memory_limit=memory_limit,
         )
         leak = cross_split_leakage(fam)
         audit = {
@@ -256,11 +244,12 @@ def run_split(
 ) -> SplitReport:
     """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report
     (``memory_limit`` as for :func:`neardup.find_duplicates`)."""
-    cfg = config or Config()
     with staged_output(output, overwrite, list(inputs)) as tmp:
-        corpus, ids, prov = _load(inputs, text_field, id_field, fields or {}, skip_bad)
-        fam = _families(
-            corpus, ids, prov, cfg, key, method, decisions, ignore_boilerplate, 10**9, memory_limit
+        corpus, ids, fam = _read_families(
+            inputs, fields or {}, text_field=text_field, id_field=id_field, skip_bad=skip_bad,
+            config=config, key=key, method=method, decisions=decisions,
+            ignore_boilerplate=ignore_boilerplate, large_family=10**9,
+            memory_limit=memory_limit,
         )
         strat = None
         if stratify_field is not None:
@@ -293,9 +282,7 @@ def run_split(
 def _audit_html(
     fam: FamilyResult, ids: Sequence[Any], texts: Sequence[str], a: dict[str, Any]
 ) -> str:
-    from collections import Counter
-
-    from neardup.batch.report import bar_chart, highlight_spans, page_top
+    from neardup.batch.report import highlight_spans, page_top, size_chart
 
     leak = a["leakage"]
     cards = [
@@ -321,7 +308,6 @@ def _audit_html(
         ("config fingerprint", a["config_fingerprint"]),
     ]
     esc = html.escape
-    sizes = Counter(len(f) for f in fam.families)
     leak_rows = "".join(
         f"<tr><td>{esc(k)}</td><td class='n'>{v}</td></tr>" for k, v in leak["pairs"].items()
     ) or "<tr><td colspan='2' class='muted'>no family straddles splits</td></tr>"
@@ -366,7 +352,7 @@ def _audit_html(
         + "</table>"
         + slices
         + "<h2>Family sizes</h2>"
-        + bar_chart([(str(k), v) for k, v in sorted(sizes.items())], "family sizes")
+        + size_chart(fam.families, "family sizes")
         + "<h2>Families to review</h2>"
         + ("".join(sections) or "<p class='muted'>none</p>")
         + "</body></html>\n"

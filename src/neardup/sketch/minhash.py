@@ -143,7 +143,8 @@ class SignatureSet:
         return Signature(self.matrix[i], self.scheme)
 
     def similarity(self, i: int, j: int) -> float:
-        return float(np.count_nonzero(self.matrix[i] == self.matrix[j])) / int(self.matrix.shape[1])
+        """:meth:`Signature.similarity` of documents ``i`` and ``j``."""
+        return self[i].similarity(self[j])
 
     def band_keys(
         self,

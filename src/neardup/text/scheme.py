@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from neardup.core._errors import InvalidConfig, SchemeMismatch
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
@@ -127,21 +127,8 @@ class SchemeDescriptor:
         )
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "normalizer": self.normalizer,
-            "shingle": self.shingle,
-            "max_shingles": self.max_shingles,
-            "hash_algorithm": self.hash_algorithm,
-            "seed": self.seed,
-            "key_id": self.key_id,
-            "key_fingerprint": self.key_fingerprint,
-            "signature": self.signature,
-            "permutation_family": self.permutation_family,
-            "num_perm": self.num_perm,
-            "bands": self.bands,
-            "rows": self.rows,
-            "format_version": self.format_version,
-        }
+        """Every field by name, in declaration order (what :meth:`from_dict` reads)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> SchemeDescriptor:

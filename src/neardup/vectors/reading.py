@@ -171,6 +171,25 @@ class _Rows:
         return good
 
 
+@dataclass(slots=True)
+class _Sink:
+    """What the JSONL and Parquet readers fill: the rows (validated), the records
+    to write back, and an id per kept row."""
+
+    rows: _Rows
+    records: Corpus
+    id_field: str | None
+    text_field: str | None
+    ids: list[Any] = field(default_factory=list)
+
+    def add_id(self, value: Any) -> int:
+        """The next kept row's position, recording its id: ``value`` (the row's
+        ``id_field``) or, without an id field, the position itself."""
+        pos = len(self.ids)
+        self.ids.append(pos if self.id_field is None else json_id(value))
+        return pos
+
+
 def read_vectors(
     paths: Sequence[str],
     *,
@@ -197,13 +216,12 @@ def read_vectors(
     if fmt == "npy":
         return _read_npy(list(paths), metric, skip_bad)
     rows = _Rows(field_name, metric, skip_bad)
-    records = Corpus(format=fmt, inputs=list(paths))
-    ids: list[Any] = []
+    sink = _Sink(rows, Corpus(format=fmt, inputs=list(paths)), id_field, text_field)
     if fmt == "jsonl":
-        texts = _read_jsonl(paths, rows, records, ids, id_field, text_field)
-        text_of: Callable[[int], str | None] = texts.get
+        text_of: Callable[[int], str | None] = _read_jsonl(paths, sink).get
     else:
-        text_of = _read_parquet(paths, rows, records, ids, id_field, text_field)
+        text_of = _read_parquet(paths, sink)
+    ids, records = sink.ids, sink.records
     dense = np.vstack(rows.dense) if rows.kind == "dense" and rows.dense else None
     bags = rows.bags if rows.kind == "bags" else None
     if not ids:
@@ -253,14 +271,8 @@ def _read_npy(paths: list[str], metric: str, skip_bad: bool) -> VectorCorpus:
     return VectorCorpus("npy", paths, ids, np.ascontiguousarray(dense), None, records, bad)
 
 
-def _read_jsonl(
-    paths: Sequence[str],
-    rows: _Rows,
-    records: Corpus,
-    ids: list[Any],
-    id_field: str | None,
-    text_field: str | None,
-) -> dict[int, str]:
+def _read_jsonl(paths: Sequence[str], sink: _Sink) -> dict[int, str]:
+    rows, id_field, text_field = sink.rows, sink.id_field, sink.text_field
     loads = fast_loads() or json.loads
     texts: dict[int, str] = {}
     for p in paths:
@@ -286,22 +298,15 @@ def _read_jsonl(
                 continue
             if not rows.take(p, line, rec[rows.field]):
                 continue
-            pos = len(ids)
-            ids.append(pos if id_field is None else json_id(rec[id_field]))
-            records.raw_lines.append(body)
+            pos = sink.add_id(rec.get(id_field))
+            sink.records.raw_lines.append(body)
             if text_field is not None and isinstance(rec.get(text_field), str):
                 texts[pos] = rec[text_field]
     return texts
 
 
-def _read_parquet(
-    paths: Sequence[str],
-    rows: _Rows,
-    records: Corpus,
-    ids: list[Any],
-    id_field: str | None,
-    text_field: str | None,
-) -> Callable[[int], str | None]:
+def _read_parquet(paths: Sequence[str], sink: _Sink) -> Callable[[int], str | None]:
+    rows, records, id_field, text_field = sink.rows, sink.records, sink.id_field, sink.text_field
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -348,8 +353,7 @@ def _read_parquet(
                 M = M.astype(np.float64)
             good = rows.block(p, M, (local + 1).tolist()) if local.size else local
             for ri in local[good].tolist():
-                pos = len(ids)
-                ids.append(pos if id_vals is None else json_id(id_vals[ri]))
+                sink.add_id(None if id_vals is None else id_vals[ri])
                 records.row_index.append((ti, ri))
         elif pa.types.is_map(t) or pa.types.is_struct(t):
             for ri, value in enumerate(col.to_pylist()):
@@ -358,8 +362,7 @@ def _read_parquet(
                     if value is None:
                         rows.reject(p, ri + 1, "the bag is null", "fill or drop the row")
                     continue
-                pos = len(ids)
-                ids.append(pos if id_vals is None else json_id(id_vals[ri]))
+                sink.add_id(None if id_vals is None else id_vals[ri])
                 records.row_index.append((ti, ri))
         else:
             raise InputError(

@@ -87,6 +87,13 @@ def _rng(scheme: str, seed: int, dim: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(int.from_bytes(digest, "little")))
 
 
+def _kernel_seed(seed: int, person: bytes) -> np.uint64:
+    """The 64-bit seed a kernel draws from: ``seed`` hashed under ``person`` (one
+    person per scheme, so that schemes sharing a user seed draw unrelated values)."""
+    digest = hashlib.blake2b(f"{seed}".encode(), digest_size=8, person=person).digest()
+    return np.uint64(int.from_bytes(digest, "little"))
+
+
 def normalize_vector(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """``v / ‖v‖₂`` in float64.  A zero (or non-finite) vector raises :class:`ZeroVector`.
 
@@ -201,12 +208,7 @@ class HyperplaneHasher:
         law as dense vectors.  Token hashes must come from a keyed hash when the
         features are untrusted (:func:`neardup.vectors.vpipeline.weighted_bags`)."""
         n = indptr.shape[0] - 1
-        seed = int.from_bytes(
-            hashlib.blake2b(
-                f"{self.seed}".encode(), digest_size=8, person=b"neardup-sparsehp"
-            ).digest(),
-            "little",
-        )
+        seed = _kernel_seed(self.seed, b"neardup-sparsehp")
         out = np.empty((n, self.bits // 64), dtype=np.uint64)
         step = 4096
         for s in range(0, n, step):
@@ -215,7 +217,7 @@ class HyperplaneHasher:
             sub = indptr[s : e + 1] - indptr[s]
             lo, hi = int(indptr[s]), int(indptr[e])
             V.sparse_projections(
-                tokens[lo:hi], weights[lo:hi], sub, self.bits, np.uint64(seed), proj
+                tokens[lo:hi], weights[lo:hi], sub, self.bits, seed, proj
             )
             out[s:e] = _pack(proj > 0)
         return VectorSignatures(out, "bits", self.bits, self.fingerprint + "-sparse")
@@ -295,11 +297,6 @@ class ICWSHasher:
             )
         n = indptr.shape[0] - 1
         out = np.empty((n, self.hashes), dtype=np.uint64)
-        seed = int.from_bytes(
-            hashlib.blake2b(
-                f"{self.seed}".encode(), digest_size=8, person=b"neardup-icws"
-            ).digest(),
-            "little",
-        )
-        V.icws_codes(tokens, weights, indptr, self.hashes, np.uint64(seed), out)
+        seed = _kernel_seed(self.seed, b"neardup-icws")
+        V.icws_codes(tokens, weights, indptr, self.hashes, seed, out)
         return VectorSignatures(out, "codes", self.hashes, self.fingerprint)
