@@ -72,6 +72,7 @@ def test_service_locust_benchmark_quick_run(tmp_path: Path) -> None:
     assert all(r["errors"] == 0 and r["requests"] > 0 for r in runs)
 
 
+@pytest.mark.slow
 @pytest.mark.ray
 def test_ray_benchmark_quick_run(tmp_path: Path) -> None:
     pytest.importorskip("ray")

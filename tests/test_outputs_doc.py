@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from neardup.testing import plant_near_duplicates, synthetic_documents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +43,7 @@ def documented(title: str) -> set[str]:
     return set(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
 
 
+@pytest.mark.slow
 def test_every_stats_key_is_documented_and_every_documented_key_is_written(
     tmp_path: Path,
 ) -> None:

@@ -191,6 +191,7 @@ sys.stdout.write(json.dumps([c.to_dict() for c in r.clusters], sort_keys=True))
 """
 
 
+@pytest.mark.slow
 def test_same_input_same_bytes_across_processes_and_threads() -> None:
     outs = []
     for threads in ("1", "2", "2"):

@@ -189,6 +189,7 @@ def test_outputs_are_identical_whatever_the_workers(tmp_path: Path, texts: list[
             assert a.read_bytes() == b.read_bytes(), name
 
 
+@pytest.mark.slow
 def test_incremental_against_equals_one_run_over_the_union(
     tmp_path: Path, texts: list[str]
 ) -> None:
@@ -336,6 +337,7 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert "kept 1" in proc.stdout and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_params_and_eval(tmp_path: Path, texts: list[str]) -> None:
     proc = run(
         "params",

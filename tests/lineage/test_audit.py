@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from neardup.testing import synthetic_documents
 
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
@@ -59,6 +61,7 @@ def test_audit_reports_leakage_and_gates_on_it(tmp_path: Path) -> None:
     assert proc.returncode == 0 and "leaking records 0" in proc.stdout
 
 
+@pytest.mark.slow
 def test_split_keeps_families_whole_and_honours_decisions(tmp_path: Path) -> None:
     data = _write(tmp_path / "d.jsonl", leak=True)
     out = tmp_path / "split"

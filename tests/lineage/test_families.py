@@ -152,6 +152,7 @@ def test_cross_split_leakage_counts_and_slices() -> None:
     assert sum(leak["by"]["source"].values()) == leak["leaking_records"]
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None)
 @given(st.integers(0, 2**31), st.sampled_from([(0.8, 0.1, 0.1), (0.5, 0.5, 0.0001)]))
 def test_split_never_divides_a_family_and_is_deterministic(seed: int, r: tuple[float, ...]) -> None:

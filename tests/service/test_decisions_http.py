@@ -23,6 +23,7 @@ def _key(op: httpx.Client, role: str, tenant: str = "t1") -> str:
     return str(r.json()["token"])
 
 
+@pytest.mark.slow
 def test_explanation_names_spans_policy_and_bands(tmp_path: Path) -> None:
     with (
         Server(tmp_path / "d", operator_tenants=("t1", "t2")) as srv,
@@ -168,6 +169,7 @@ def test_review_band_quarantine_release_and_policy_versions(tmp_path: Path) -> N
     assert [a["op"] for a in audit].count("release") == 1
 
 
+@pytest.mark.slow
 def test_removed_feature_store_gives_review_never_duplicate(tmp_path: Path) -> None:
     data = tmp_path / "d"
     with Server(data) as srv, srv.client(srv.operator_token) as op:

@@ -87,6 +87,7 @@ def test_seed_demonstration_over_http(tmp_path: Path) -> None:
         assert item["live"] is False and item["tombstone_epoch"] is not None
 
 
+@pytest.mark.slow
 def test_tenant_creation_reports_predicted_recall_and_guards_it(tmp_path: Path) -> None:
     """A layout below the recall target is created with a warning naming a better
     layout; one below the service minimum (the PUT /policy rule) is refused."""
@@ -255,6 +256,7 @@ def test_bad_requests_get_4xx_never_5xx(tmp_path: Path) -> None:
         assert "/v1/tenants/{tenant}/items" in spec["paths"]
 
 
+@pytest.mark.slow
 def test_rate_limit_answers_429_with_retry_after(tmp_path: Path) -> None:
     with Server(tmp_path / "data") as srv, srv.client(srv.operator_token) as op:
         # A slow refill: a loaded machine must not earn a token between the calls.
@@ -318,6 +320,7 @@ def test_fuzzed_requests_never_get_a_5xx(tmp_path: Path) -> None:
             check()
 
 
+@pytest.mark.slow
 def test_retained_text_is_read_by_reviewers_only_and_every_read_is_audited(
     tmp_path: Path,
 ) -> None:

@@ -41,6 +41,7 @@ def _maker() -> ModuleType:
     return mod
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_recorded_data_directory_answers_as_recorded(tmp_path: Path) -> None:
     maker = _maker()

@@ -85,6 +85,7 @@ def test_assignments_spread_tenants_and_stay_put(tmp_path: Path) -> None:
     assert one.owner == {"t0": 0, "t1": 0}
 
 
+@pytest.mark.slow
 def test_tenants_on_each_worker_keys_isolation_audit_metrics(tmp_path: Path) -> None:
     a, b = _names()
     with Server(tmp_path / "data", operator_tenants=(a, b), extra=("--workers", "2")) as s:
