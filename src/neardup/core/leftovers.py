@@ -188,11 +188,37 @@ def release(path: str) -> None:
 
 
 def _remove(path: str) -> None:
-    # A writer thread may add a file while the tree is being removed: try again.
+    # The owner file goes last: a process killed half-way through leaves a folder
+    # that still names its (now dead) owner, which the next sweep removes, rather
+    # than an unowned one it may only mention.  A writer thread may add a file
+    # while the tree is being removed: try again.
+    if os.path.islink(path) or not os.path.isdir(path):
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return
     for _ in range(3):
-        shutil.rmtree(path, ignore_errors=True)
+        try:
+            names = os.listdir(path)
+        except FileNotFoundError:
+            return
+        except OSError:
+            names = []
+        for name in names:
+            if name == OWNER_FILE:
+                continue
+            entry = os.path.join(path, name)
+            if os.path.isdir(entry) and not os.path.islink(entry):
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(path, OWNER_FILE))
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
         if not os.path.lexists(path):
             return
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _size(path: str) -> int:
