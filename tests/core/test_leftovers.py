@@ -118,12 +118,25 @@ def test_a_folder_of_another_host_is_left_and_mentioned(tmp_path: Path) -> None:
 def test_a_folder_without_owner_file_is_only_mentioned_once_old(tmp_path: Path) -> None:
     d = tmp_path / ".neardup-tmp-old"
     d.mkdir()
+    (d / "kept.jsonl").write_text("{}\n")
     said: list[str] = []
     assert sweep(str(tmp_path), say=said.append) == [] and said == []  # maybe being created
     old = time.time() - 120
     os.utime(d, (old, old))
     assert sweep(str(tmp_path), say=said.append) == []
     assert d.exists() and len(said) == 1 and "no owner record" in said[0]
+
+
+def test_an_old_empty_folder_without_owner_file_is_removed(tmp_path: Path) -> None:
+    # What a run killed between deleting its owner file and its folder leaves.
+    d = tmp_path / ".neardup-work-emptied"
+    d.mkdir()
+    said: list[str] = []
+    assert sweep(str(tmp_path), say=said.append) == [] and d.exists()
+    old = time.time() - 120
+    os.utime(d, (old, old))
+    assert sweep(str(tmp_path), say=said.append) == [str(d)]
+    assert not d.exists() and len(said) == 1 and "removed" in said[0]
 
 
 def test_a_symlink_with_the_prefix_is_not_followed(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ included), so a folder whose owner file can be locked belongs to no running proc
   and says so on stderr (one line each: the path and its size).  It never removes
   a folder whose owner file is locked (a live run), nor one whose owner ran on
   another host; folders with no owner file (made by an older neardup) are only
-  mentioned, once they are a minute old.  A folder is created as
+  mentioned, once they are a minute old, unless empty (a run killed while removing
+  one: the owner file goes last), which are removed.  A folder is created as
   ``.neardup-claim-*``, claimed there, and only then renamed to its working name, so
   a working folder always has its owner file; a claim folder a killed run left
   (empty but for a half-written owner file) is removed once a minute old.
@@ -270,7 +271,7 @@ def sweep(parent: str, say: Callable[[str], None] = _say) -> list[str]:
             if name.startswith(CLAIM_PREFIX):
                 removed.extend(_stale_claim(path, say))
             else:
-                _unowned(path, say)
+                removed.extend(_unowned(path, say))
             continue
         except OSError:
             continue
@@ -344,13 +345,22 @@ def _stale_claim(path: str, say: Callable[[str], None]) -> list[str]:
     return [path]
 
 
-def _unowned(path: str, say: Callable[[str], None]) -> None:
+def _unowned(path: str, say: Callable[[str], None]) -> list[str]:
+    """An old folder without owner file: removed when empty (a run killed between
+    deleting its owner file and its folder), else only mentioned."""
     age = _age(path)
-    if age is not None and age >= _UNOWNED_GRACE_S:
-        say(
-            f"neardup: left {path} ({_human(_size(path))}): it has no owner record (made "
-            "by an older neardup?); delete it if no neardup run is using it"
-        )
+    if age is None or age < _UNOWNED_GRACE_S:
+        return []
+    with contextlib.suppress(OSError):
+        os.rmdir(path)  # only succeeds on an empty folder
+    if not os.path.lexists(path):
+        say(f"neardup: removed {path}, an empty folder of an earlier run that was stopped")
+        return [path]
+    say(
+        f"neardup: left {path} ({_human(_size(path))}): it has no owner record (made "
+        "by an older neardup?); delete it if no neardup run is using it"
+    )
+    return []
 
 
 _SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
