@@ -79,18 +79,11 @@ def collect(progress: Any, neardup_src: Path | None = None) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    mode = p.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--write", type=Path, help="record the digests in this JSON file")
-    mode.add_argument("--check", type=Path, help="compare with the digests in this JSON file")
-    p.add_argument(
-        "--neardup-src", type=Path, help="run the neardup of this src folder (an older checkout)"
-    )
+    g.add_mode_arguments(p)
     a = p.parse_args(argv)
     got = collect(lambda s: print(f"  {s}", file=sys.stderr, flush=True), a.neardup_src)
     if a.write:
-        a.write.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {a.write}", file=sys.stderr)
-        return 0
+        return g.write(a.write, got)
     expected = json.loads(a.check.read_text())
     diffs = [
         f"{name}: {d}"
@@ -101,11 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             else [f"only in {'the check' if name not in expected else 'the record'}"]
         )
     ]
-    for d in diffs:
-        print(d)
-    runs = sum(len(r["runs"]) for r in got.values())
-    print(f"{'identical' if not diffs else f'{len(diffs)} differences'} ({runs} runs)", file=sys.stderr)
-    return 1 if diffs else 0
+    return g.verdict(diffs, sum(len(r["runs"]) for r in got.values()))
 
 
 if __name__ == "__main__":

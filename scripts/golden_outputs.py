@@ -259,11 +259,37 @@ def compare(expected: dict[str, Any], got: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_mode_arguments(p: argparse.ArgumentParser) -> None:
+    """``--write``/``--check`` (one of them) and ``--neardup-src``, shared with
+    ``benchmarks/golden_corpora.py``."""
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--write", type=Path, help="record the digests in this JSON file")
     g.add_argument("--check", type=Path, help="compare with the digests in this JSON file")
+    p.add_argument(
+        "--neardup-src", type=Path, help="run the neardup of this src folder (an older checkout)"
+    )
+
+
+def write(path: Path, got: dict[str, Any]) -> int:
+    """Record ``got`` in ``path``; the exit status."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def verdict(diffs: list[str], runs: int) -> int:
+    """Print the differences and a one-line summary; the exit status."""
+    for d in diffs:
+        print(d)
+    summary = "identical" if not diffs else f"{len(diffs)} differences"
+    print(f"{summary} ({runs} runs)", file=sys.stderr)
+    return 1 if diffs else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_mode_arguments(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--input", type=Path, help="digest dedup, audit and split runs of this JSONL corpus instead"
@@ -273,9 +299,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--vector-field", default="embedding", help="with --vectors-input")
     p.add_argument("--ray", action="store_true", help="also dedup --engine ray")
-    p.add_argument(
-        "--neardup-src", type=Path, help="run the neardup of this src folder (an older checkout)"
-    )
     a = p.parse_args(argv)
     got = collect(
         input_path=a.input,
@@ -286,21 +309,11 @@ def main(argv: list[str] | None = None) -> int:
         progress=lambda s: print(f"  {s}", file=sys.stderr, flush=True),
     )
     if a.write:
-        a.write.parent.mkdir(parents=True, exist_ok=True)
-        a.write.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {a.write}", file=sys.stderr)
-        return 0
+        return write(a.write, got)
     expected = json.loads(a.check.read_text())
     if not a.ray:
         expected["runs"] = {k: v for k, v in expected["runs"].items() if not k.endswith("-ray")}
-    diffs = compare(expected, got)
-    for d in diffs:
-        print(d)
-    print(
-        f"{'identical' if not diffs else f'{len(diffs)} differences'} ({len(got['runs'])} runs)",
-        file=sys.stderr,
-    )
-    return 1 if diffs else 0
+    return verdict(compare(expected, got), len(got["runs"]))
 
 
 if __name__ == "__main__":
