@@ -48,7 +48,7 @@ from neardup.batch.outputs import (
     write_clusters,
     writing,
 )
-from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates_hashed
+from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates
 from neardup.batch.runs import DedupRun
 from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
@@ -287,9 +287,9 @@ def run_dedup(
         )
         if renames:
             _warn(describe(renames))
-        result = find_duplicates_hashed(
+        result = find_duplicates(
             corpus.texts,
-            hashed,
+            hashed=hashed,
             config=cfg,
             key=key,
             keep=keep,

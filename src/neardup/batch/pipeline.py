@@ -125,6 +125,7 @@ def find_duplicates(
     prior: DedupIndex | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    hashed: Hashed | None = None,
 ) -> DedupResult:
     """Find exact and near duplicates in a batch of texts.
 
@@ -145,36 +146,9 @@ def find_duplicates(
         progress: called as ``progress(stage, done, total)`` during long stages.
         memory_limit: bytes the run may plan to use; checked before anything is
             allocated (:class:`~neardup.MemoryLimitExceeded`).
+        hashed: the shingle hashes of exactly ``texts`` when they were hashed while
+            being read (a :class:`HashFeeder`'s result); computed here if ``None``.
     """
-    return find_duplicates_hashed(
-        texts,
-        None,
-        config=config,
-        key=key,
-        keep=keep,
-        method=method,
-        edges=edges,
-        prior=prior,
-        progress=progress,
-        memory_limit=memory_limit,
-    )
-
-
-def find_duplicates_hashed(
-    texts: Sequence[str],
-    hashed: Hashed | None,
-    *,
-    config: Config | None = None,
-    key: HashKey | None = None,
-    keep: str = "first",
-    method: Literal["lsh", "exact"] = "lsh",
-    edges: Literal["forest", "all"] = "forest",
-    prior: DedupIndex | None = None,
-    progress: Callable[[str, int, int], None] | None = None,
-    memory_limit: int = DEFAULT_MEMORY_LIMIT,
-) -> DedupResult:
-    """:func:`find_duplicates`, given ``hashed`` (a :class:`HashFeeder`'s result for
-    exactly ``texts``) when the texts were hashed while being read."""
     cfg = config or Config()
     if keep not in KEEP_RULES:
         raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")
