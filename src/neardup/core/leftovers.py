@@ -333,34 +333,43 @@ def _stale_claim(path: str, say: Callable[[str], None]) -> list[str]:
     """Remove a claim folder a run was killed in before it locked its owner file.
 
     Such a folder holds at most a half-written ``.neardup-owner.new``: no data."""
-    age = _age(path)
-    if age is None or age < _UNOWNED_GRACE_S:
-        return []  # maybe being claimed this instant
-    with contextlib.suppress(OSError):
-        if set(os.listdir(path)) <= {OWNER_FILE + ".new"}:
-            _remove(path)
-    if os.path.lexists(path):
-        return []
-    say(f"neardup: removed {path}, an empty folder of an earlier run that was stopped")
-    return [path]
+    return _remove_if_bare(path, {OWNER_FILE + ".new"}, say) if _old(path) else []
 
 
 def _unowned(path: str, say: Callable[[str], None]) -> list[str]:
     """An old folder without owner file: removed when empty (a run killed between
     deleting its owner file and its folder), else only mentioned."""
-    age = _age(path)
-    if age is None or age < _UNOWNED_GRACE_S:
+    if not _old(path):
         return []
+    removed = _remove_if_bare(path, set(), say)
+    if not removed:
+        say(
+            f"neardup: left {path} ({_human(_size(path))}): it has no owner record (made "
+            "by an older neardup?); delete it if no neardup run is using it"
+        )
+    return removed
+
+
+def _old(path: str) -> bool:
+    # Younger folders may be being claimed or cleaned up this instant.
+    age = _age(path)
+    return age is not None and age >= _UNOWNED_GRACE_S
+
+
+def _remove_if_bare(path: str, allowed: set[str], say: Callable[[str], None]) -> list[str]:
+    """Remove the folder ``path`` if it holds nothing but ``allowed`` names (no data
+    of any run); ``[path]`` if it is gone.  ``rmdir`` refuses a folder that gained
+    an entry meanwhile, so nothing written by a live run is ever deleted."""
     with contextlib.suppress(OSError):
-        os.rmdir(path)  # only succeeds on an empty folder
-    if not os.path.lexists(path):
-        say(f"neardup: removed {path}, an empty folder of an earlier run that was stopped")
-        return [path]
-    say(
-        f"neardup: left {path} ({_human(_size(path))}): it has no owner record (made "
-        "by an older neardup?); delete it if no neardup run is using it"
-    )
-    return []
+        names = set(os.listdir(path))
+        if names <= allowed:
+            for name in names:
+                os.unlink(os.path.join(path, name))
+            os.rmdir(path)
+    if os.path.lexists(path):
+        return []
+    say(f"neardup: removed {path}, an empty folder of an earlier run that was stopped")
+    return [path]
 
 
 _SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
