@@ -55,6 +55,7 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "multilingual.json"
 CJK = ("zh_Hans", "zh_Hant", "ja")
 PIPELINES = ("neardup_lsh", "rensa", "datasketch")
+QUICK_DOCS_PER_LANG = 100
 
 
 def read_corpus(path: Path) -> list[dict[str, Any]]:
@@ -182,12 +183,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="kill a peer run after this many seconds (default 1800)")
     p.add_argument("--no-snapshot", action="store_true",
                    help="measure the installed neardup in place (--quick implies this)")
-    p.add_argument("--quick", action="store_true", help="one repeat, for a smoke test")
+    p.add_argument("--quick", action="store_true",
+                   help=f"one repeat, and at most {QUICK_DOCS_PER_LANG} paragraphs per "
+                        "language when the corpus is built here (a smoke test)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT,
                    help=f"JSON output (default {DEFAULT_OUT})")
     a = p.parse_args(argv)
     if a.quick:
         a.repeats = 1
+        if a.max_docs_per_lang is None:
+            a.max_docs_per_lang = QUICK_DOCS_PER_LANG
     return a
 
 
