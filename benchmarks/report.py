@@ -471,6 +471,68 @@ def sizes_table(d: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+_LANG_NAMES = {
+    "zh_Hans": "Chinese (simplified)", "zh_Hant": "Chinese (traditional)", "ja": "Japanese",
+    "th": "Thai", "km": "Khmer", "my": "Myanmar", "ko": "Korean", "ru": "Russian",
+    "ar": "Arabic", "hi": "Hindi", "de": "German", "vi": "Vietnamese", "en": "English",
+}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{x:.1%}".replace("%", " %")
+
+
+def multilingual_table(d: dict[str, Any]) -> str:
+    """Per language: planted copies, how many keep J >= 0.8, the share each pipeline
+    co-clusters with its original, and neardup's library throughput."""
+    thr = d.get("library_throughput", {})
+    pipes = [p for p in ("neardup_lsh", "rensa", "datasketch")
+             if any(f"recall_{p}" in v for v in d["per_lang"].values())]
+    out = [
+        "| language | paragraphs + planted copies | copies with J ≥ 0.8 (neardup's scheme / "
+        "peers' `\\w+` 5-grams) | " + " | ".join(f"co-clustered: {p}" for p in pipes)
+        + " | neardup library MB/s |",
+        "|---|---:|---:|" + "---:|" * len(pipes) + "---:|",
+    ]
+    order = [k for k in _LANG_NAMES if k in d["per_lang"]]
+    for lang in order + sorted(set(d["per_lang"]) - set(order)):
+        v = d["per_lang"][lang]
+        n = v["planted"]
+        out.append(
+            f"| {_LANG_NAMES.get(lang, lang)} (`{lang}`) | {v['base']:,} + {n:,} | "
+            f"{_pct(v['true_j_ge_t_neardup_scheme'] / n if n else None)} / "
+            f"{_pct(v['true_j_ge_t_python_scheme'] / n if n else None)} | "
+            + " | ".join(_pct(v[f"recall_{p}"]) for p in pipes)
+            + f" | {_fmt(thr.get(lang, {}).get('mb_per_s'), '.1f')} |")
+    tot = d["planted_total"]
+    n = tot["planted"]
+    out.append(
+        f"| **all** | {sum(v['base'] for v in d['per_lang'].values()):,} + {n:,} | "
+        f"{_pct(tot['true_j_ge_t_neardup_scheme'] / n)} / "
+        f"{_pct(tot['true_j_ge_t_python_scheme'] / n)} | "
+        + " | ".join(_pct(tot[f"coclustered_{p}"] / n) for p in pipes)
+        + f" | {_fmt(thr.get('all', {}).get('mb_per_s'), '.1f')} |")
+    e = d["neardup_edges"]
+    cjk = thr.get("cjk", {})
+    out.append(
+        f"\nneardup reported {e['edges']:,} edges; "
+        f"{'all' if e['all_edges_verified'] else 'NOT all'} reproduce the exact Jaccard of the "
+        f"shingle-hash sets (>= 0.8), and {e['python_reference']['string_jaccard_below_t']} "
+        f"fall below 0.8 on the Python reference's shingle strings.  Library throughput on "
+        f"the Chinese + Japanese part: {_fmt(cjk.get('mb_per_s'), '.1f')} MB/s "
+        f"({_fmt(cjk.get('text_bytes', 0) / 1e6, '.1f')} MB); whole corpus "
+        f"{_fmt(thr.get('all', {}).get('mb_per_s'), '.1f')} MB/s.")
+    rows = ["\n| CLI run (best of "
+            f"{d['params']['repeats']}, interpreter start included) | all: s | all: MB/s | "
+            "Chinese + Japanese: s | Chinese + Japanese: MB/s |", "|---|---:|---:|---:|---:|"]
+    cj = d.get("cjk_pipelines", {}).get("pipelines", {})
+    for p in pipes:
+        t, c = d["pipelines"].get(p, {}), cj.get(p, {})
+        rows.append(f"| `{p}` | {_fmt(t.get('best_s'), '.2f')} | {_fmt(t.get('mb_per_s'), '.2f')} "
+                    f"| {_fmt(c.get('best_s'), '.2f')} | {_fmt(c.get('mb_per_s'), '.2f')} |")
+    return "\n".join(out + rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--signatures", type=Path, default=HERE / "results" / "signatures.json")
@@ -483,8 +545,10 @@ def main(argv: list[str] | None = None) -> int:
         "--service-locust", type=Path, default=HERE / "results" / "service_locust.json"
     )
     p.add_argument("--sizes", type=Path, default=HERE / "results" / "sizes.json")
+    p.add_argument("--multilingual", type=Path, default=HERE / "results" / "multilingual.json")
     p.add_argument("--only",
-                   default="signatures,recall,end_to_end,numpy,vectors,service,service_locust,sizes",
+                   default="signatures,recall,end_to_end,numpy,vectors,service,service_locust,sizes,"
+                           "multilingual",
                    help="comma-separated tables to print (default: all)")
     a = p.parse_args(argv)
     only = set(a.only.split(","))
@@ -504,6 +568,8 @@ def main(argv: list[str] | None = None) -> int:
         print(service_locust_table(json.loads(a.service_locust.read_text())))
     if "sizes" in only and a.sizes.exists():
         print(sizes_table(json.loads(a.sizes.read_text())))
+    if "multilingual" in only and a.multilingual.exists():
+        print(multilingual_table(json.loads(a.multilingual.read_text())))
     return 0
 
 

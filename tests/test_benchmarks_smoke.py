@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,95 @@ def test_ray_benchmark_quick_run(tmp_path: Path) -> None:
         "large-star/small-star"
     )
     assert data["projection"]["projected_wall_h"] > 0
+
+
+def _load_script(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# Generated catalogues: random "words" of each script, so that no download is needed.
+_SCRIPTS = {
+    "zh_CN": (0x4E00, 0x4E00 + 1500, False),
+    "ja": (0x3041, 0x3096, False),
+    "th_TH": (0x0E01, 0x0E2E, False),
+    "ru": (0x0430, 0x044F, True),
+    "de": (0x0061, 0x007A, True),
+}
+
+
+def _write_catalogues(root: Path, strings: int = 40, seed: int = 3) -> None:
+    import random
+
+    rng = random.Random(seed)
+    for loc, (lo, hi, spaced) in _SCRIPTS.items():
+        entries = ['msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n']
+        for i in range(strings):
+            if spaced:
+                text = " ".join("".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(2, 9)))
+                                for _ in range(rng.randint(5, 15)))
+            else:
+                text = "".join(chr(rng.randint(lo, hi)) for _ in range(rng.randint(10, 40)))
+            entries.append(f'msgid "source string {loc} {i}"\nmsgstr "{text}"\n')
+        entries.append('#, fuzzy\nmsgid "fuzzy one"\nmsgstr "FUZZY"\n')
+        entries.append('msgid "same"\nmsgstr "same"\n')
+        d = root / loc / "LC_MESSAGES"
+        d.mkdir(parents=True)
+        (d / "app.po").write_text("\n".join(entries), encoding="utf-8")
+
+
+def test_multilingual_corpus_builder(tmp_path: Path) -> None:
+    mc = _load_script("multilingual_corpus")
+    _write_catalogues(tmp_path / "locale")
+    out = tmp_path / "c.jsonl"
+    meta = mc.build([tmp_path / "locale"], out, max_docs_per_lang=4)
+    recs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in recs] == list(range(len(recs)))
+    assert {r["lang"] for r in recs} == {"zh_Hans", "ja", "th", "ru", "de", "en"}
+    assert not any("FUZZY" in r["text"] for r in recs)
+    # An untranslated entry (msgstr == msgid) is English only.
+    assert not any("same" in r["text"].split() for r in recs if r["lang"] != "en")
+    for r in recs:
+        if r["orig"] is None:
+            continue
+        o = recs[r["orig"]]
+        assert o["orig"] is None and o["lang"] == r["lang"] and r["text"] != o["text"]
+        assert mc.EDIT_RATE[0] <= r["edit_rate"] <= mc.EDIT_RATE[1]
+        units = (sum(map(mc._alnum, o["text"])) if r["lang"] in mc.UNSPACED
+                 else len(o["text"].split()))
+        assert r["edits"] == max(1, round(r["edit_rate"] * units))
+        # Each edit changes one unit: the length moves by at most one unit per edit.
+        if r["lang"] in mc.UNSPACED:
+            assert abs(len(r["text"]) - len(o["text"])) <= r["edits"]
+        else:
+            assert abs(len(r["text"].split()) - len(o["text"].split())) <= r["edits"]
+    assert all(d["base"] == d["copies"] for d in meta["per_lang"].values())
+    again = mc.build([tmp_path / "locale"], tmp_path / "again.jsonl", max_docs_per_lang=4)
+    assert again["sha256"] == meta["sha256"]
+
+
+@pytest.mark.slow
+def test_multilingual_benchmark_quick_run(tmp_path: Path) -> None:
+    pytest.importorskip("rensa")
+    pytest.importorskip("datasketch")
+    _write_catalogues(tmp_path / "locale")
+    corpus, out = tmp_path / "c.jsonl", tmp_path / "m.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "multilingual_corpus.py"),
+                    "--source", str(tmp_path / "locale"), "--out", str(corpus)],
+                   check=True, capture_output=True, text=True, timeout=300)
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_multilingual.py"),
+                    "--corpus", str(corpus), "--quick", "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads(out.read_text())
+    edges = data["neardup_edges"]
+    assert edges["all_edges_verified"] and edges["python_reference"]["string_jaccard_below_t"] == 0
+    planted = sum(1 for line in corpus.read_text(encoding="utf-8").splitlines()
+                  if json.loads(line)["orig"] is not None)
+    assert data["planted_total"]["planted"] == planted > 0
+    assert set(data["per_lang"]) == {"zh_Hans", "ja", "th", "ru", "de", "en"}
+    assert data["library_throughput"]["cjk"]["mb_per_s"] > 0

@@ -359,6 +359,17 @@ def test_benchmarks_vector_section_is_generated_and_read() -> None:
     )
 
 
+
+def test_benchmarks_multilingual_tables_are_generated() -> None:
+    """benchmarks/README's multilingual tables are report.py's output for the
+    committed results (the run before script-aware tokens, and the later one once
+    it is committed)."""
+    assert (RESULTS / "multilingual_before.json").exists()
+    for name in ("multilingual_before.json", "multilingual.json"):
+        if (RESULTS / name).exists():
+            table = _report().multilingual_table(result(name))
+            says(BENCH_README, " ".join(table.split()), f"(`results/{name}`)")
+
 def test_machine_of_each_results_file() -> None:
     by_cpu: dict[str, list[str]] = {}
     for path in sorted(RESULTS.glob("*.json")):
