@@ -283,3 +283,96 @@ def test_split_with_an_origin_per_record_keeps_copies_and_edits_together(tmp_pat
     proc = _run("audit", *vfiles, "--id-field", "id", "--origin-field", "origin",
                 "--fail-on-leakage")
     assert proc.returncode == 6, proc.stdout + proc.stderr
+
+
+def _split_files(tmp_path: Path, leak: bool) -> tuple[Path, Path]:
+    """train.jsonl and test.jsonl without a split field; with ``leak``, test holds
+    one-word edits of three train records."""
+    docs = synthetic_documents(30, seed=7, words=80)
+    train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    train.write_text("".join(json.dumps({"id": f"t{i}", "text": d}) + "\n"
+                             for i, d in enumerate(docs[:25])))
+    held = docs[25:]
+    if leak:
+        held = [" ".join([*d.split()[:40], "changed", *d.split()[41:]]) for d in docs[:3]] + held
+    test.write_text("".join(json.dumps({"id": f"e{i}", "text": d}) + "\n"
+                            for i, d in enumerate(held)))
+    return train, test
+
+
+@pytest.mark.slow
+def test_audit_takes_the_splits_from_the_files(tmp_path: Path) -> None:
+    train, test = _split_files(tmp_path, leak=True)
+    proc = _run("audit", str(train), str(test), "--id-field", "id", "--fail-on-leakage",
+                "-o", str(tmp_path / "a"))
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "test->train: 3; train->test: 3; splits from the inputs: train, test" in proc.stdout
+    audit = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert audit["leakage"]["splits"] == {"test": 8, "train": 25}
+    assert audit["input_splits"] == {"train": [str(train)], "test": [str(test)]}
+    assert audit["fields"] == {}
+    fams = [json.loads(x) for x in (tmp_path / "a" / "families.jsonl").read_text().splitlines()]
+    assert sorted(f["members"] for f in fams) == [["t0", "e0"], ["t1", "e1"], ["t2", "e2"]]
+    # --split NAME=PATH names them (here the other way round), alone or with INPUTS
+    proc = _run("audit", "--split", f"eval={train}", "--split", f"fit={test}", "--id-field", "id")
+    assert proc.returncode == 0 and "eval->fit: 3; fit->eval: 3" in proc.stdout, proc.stderr
+    proc = _run("audit", str(train), "--split", f"fit={test}", "--id-field", "id")
+    assert "fit->train: 3; train->fit: 3" in proc.stdout, proc.stderr
+    # one input without --split has no splits: nothing can leak
+    proc = _run("audit", str(train), "--id-field", "id", "--fail-on-leakage")
+    assert proc.returncode == 0 and "splits from" not in proc.stdout, proc.stderr
+    clean_dir = tmp_path / "clean"
+    clean_dir.mkdir()
+    ctrain, ctest = _split_files(clean_dir, leak=False)
+    proc = _run("audit", str(ctrain), str(ctest), "--id-field", "id", "--fail-on-leakage")
+    assert proc.returncode == 0 and "leaking records 0" in proc.stdout, proc.stderr
+
+
+@pytest.mark.slow
+def test_a_saved_datasetdict_is_audited_and_split_by_its_split_names(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    pq = pytest.importorskip("pyarrow.parquet")
+    train, test = _split_files(tmp_path, leak=True)
+    parts = {n: [json.loads(x) for x in p.read_text().splitlines()]
+             for n, p in (("train", train), ("test", test))}
+    dd = datasets.DatasetDict({
+        n: datasets.Dataset.from_dict({k: [r[k] for r in rs] for k in ("id", "text")})
+        for n, rs in parts.items()
+    })
+    dd.save_to_disk(str(tmp_path / "dd"))
+    proc = _run("audit", str(tmp_path / "dd"), "--id-field", "id", "--fail-on-leakage",
+                "-o", str(tmp_path / "a"))
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    audit = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert audit["leakage"]["pairs"] == {"test->train": 3, "train->test": 3}
+    assert audit["input_splits"] == {n: [str(tmp_path / "dd" / n)] for n in ("train", "test")}
+    # re-split it: split.json says where the old splits went, and the new split
+    # files (Parquet) pass the gate
+    out = tmp_path / "s"
+    proc = _run("split", str(tmp_path / "dd"), "--id-field", "id", "--ratios",
+                "train=0.7,test=0.3", "-o", str(out))
+    assert proc.returncode == 0 and "splits from the inputs: train, test" in proc.stdout
+    rep = json.loads((out / "split.json").read_text())
+    moved = rep["from_splits"]
+    assert sum(moved["train"].values()) == 25 and sum(moved["test"].values()) == 8
+    assert sum(pq.read_table(out / f"{n}.parquet").num_rows for n in ("train", "test")) == 33
+    proc = _run("audit", str(out / "train.parquet"), str(out / "test.parquet"), "--id-field",
+                "id", "--fail-on-leakage")
+    assert proc.returncode == 0 and "leaking records 0" in proc.stdout, proc.stderr
+
+
+def test_run_audit_takes_one_split_per_input_and_not_with_a_split_field(tmp_path: Path) -> None:
+    from neardup import Config, InvalidConfig, ShingleSpec
+    from neardup.lineage.audit import run_audit
+
+    train, test = _split_files(tmp_path, leak=True)
+    inputs = [str(train), str(test)]
+    cfg = Config(shingle=ShingleSpec(kind="word", k=3))
+    res = run_audit(inputs, None, fields={}, config=cfg, id_field="id",
+                    input_splits=["fit", "eval"])
+    assert res.leakage["pairs"] == {"eval->fit": 3, "fit->eval": 3}
+    assert res.audit["input_splits"] == {"fit": [str(train)], "eval": [str(test)]}
+    with pytest.raises(InvalidConfig, match="need one per input"):
+        run_audit(inputs, None, fields={}, input_splits=["fit"])
+    with pytest.raises(InvalidConfig, match="given together with a split field"):
+        run_audit(inputs, None, fields={"split": "split"}, input_splits=["fit", "eval"])
