@@ -126,12 +126,16 @@ def test_audit_csv_lineage_and_ignore_boilerplate(tmp_path: Path) -> None:
     assert vetoed["count"] == a["near_edges"] and len(vetoed["examples"]) == 5
     assert all(x["a"].startswith("k") and x["score"] >= 0.6 for x in vetoed["examples"])
     assert "lineage veto on: " in lin.stdout and "--lineage-veto dropped" in lin.stderr
+    page = (tmp_path / "c" / "report.html").read_text()
+    assert f"Lineage veto on: {vetoed['count']} near edges" in page
+    assert f"{vetoed['examples'][0]['score']:.3f}" in page
     # without the veto, different origins do not hide the text edges
     both = _run(*base, "-o", str(tmp_path / "d"), "--origin-field", "origin")
     d = json.loads((tmp_path / "d" / "audit.json").read_text())
     assert both.returncode == 0 and "lineage veto" not in both.stdout
     assert d["lineage_veto"] is False and d["lineage_vetoed_edges"]["count"] == 0
     assert d["edges"] == {"lineage": 1, "near": a["near_edges"]}
+    assert "Lineage veto on" not in (tmp_path / "d" / "report.html").read_text()
 
 
 def test_audit_and_split_read_parquet_provenance(tmp_path: Path) -> None:

@@ -349,6 +349,24 @@ def run_split(
         )
 
 
+def _veto_html(a: dict[str, Any]) -> str:
+    """The gate says when --lineage-veto hid text edges from it."""
+    if not a["lineage_veto"]:
+        return ""
+    esc = html.escape
+    v = a["lineage_vetoed_edges"]
+    rows = "".join(
+        f"<tr><td>{esc(str(x['a']))} — {esc(str(x['b']))}</td>"
+        f"<td class='n'>{x['score']:.3f}</td></tr>"
+        for x in v["examples"]
+    )
+    return (
+        f"<h2>Lineage veto on: {v['count']} near edges across origins dropped</h2>"
+        "<p class='muted'>--lineage-veto: these pairs were not seen by the leakage "
+        "gate (highest scores first)</p><table>" + rows + "</table>"
+    )
+
+
 def _audit_html(
     fam: FamilyResult, ids: Sequence[Any], texts: Sequence[str], a: dict[str, Any]
 ) -> str:
@@ -424,6 +442,7 @@ def _audit_html(
         + leak_rows
         + "</table>"
         + slices
+        + _veto_html(a)
         + "<h2>Family sizes</h2>"
         + size_chart(fam.families, "family sizes")
         + "<h2>Families to review</h2>"
