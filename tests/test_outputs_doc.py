@@ -1,4 +1,4 @@
-"""docs/outputs.md documents every key of the stats.json that real runs write."""
+"""docs/outputs.md documents every key of the stats.json and audit.json that real runs write."""
 
 from __future__ import annotations
 
@@ -83,3 +83,69 @@ def test_every_stats_key_is_documented_and_every_documented_key_is_written(
     assert vstats["documents_out"] + vstats["duplicates"] == vstats["compared"]
     assert vstats["exact_scores"] == vstats["candidate_checks"] - vstats["prefiltered"]
     assert dotted(vstats) == documented("`neardup dedup --vectors FIELD`")
+
+
+AUDIT_MAPS = {  # maps of audit.json whose keys vary, and the placeholder of a key
+    "fields": "<name>",
+    "edges": "<kind>",
+    "input_splits": "<split>",
+    "leakage.splits": "<split>",
+    "leakage.pairs": "<A->B>",
+    "leakage.by": "<slice>",
+    "leakage.by.<slice>": "<value>",
+}
+
+
+def audit_dotted(d: dict[str, Any], prefix: str = "") -> set[str]:
+    out: set[str] = set()
+    for k, v in d.items():
+        path = prefix + AUDIT_MAPS.get(prefix.rstrip("."), k)
+        out.add(path)
+        if isinstance(v, dict):
+            out |= audit_dotted(v, path + ".")
+    return out
+
+
+@pytest.mark.slow
+def test_every_audit_key_is_documented_and_every_documented_key_is_written(
+    tmp_path: Path,
+) -> None:
+    base = synthetic_documents(60, seed=41, words=60)
+    texts, parents = plant_near_duplicates(base, copies=30, edit_rate=[0.0, 0.02], seed=42)
+    rows = []
+    for i, (t, p) in enumerate(zip(texts, parents, strict=True)):
+        rows.append({
+            "id": f"a{i}", "text": t, "split": "test" if i % 4 == 0 else "train",
+            "origin": f"o{p if p >= 0 and i % 3 else i}", "src": "web" if i % 2 else "forum",
+            "lang": "en", "tpl": "t1", "at": f"2024-0{1 + i % 9}-01", "label": str(i % 2),
+        })
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{bad\n")
+    flags = ["--id-field", "id", "--split-field", "split", "--origin-field", "origin",
+             "--source-field", "src", "--language-field", "lang", "--template-field", "tpl",
+             "--captured-at-field", "at", "--label-field", "label", "--skip-bad"]
+    seen: set[str] = set()
+    for name, extra in (("plain", []), ("veto", ["--lineage-veto"])):
+        proc = subprocess.run([EXE, "audit", str(src), *flags, *extra, "-o",
+                               str(tmp_path / name)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        audit = json.loads((tmp_path / name / "audit.json").read_text())
+        seen |= audit_dotted(audit)
+        fams = (tmp_path / name / "families.jsonl").read_text().splitlines()
+        assert len(fams) == audit["families"]
+        assert sum(json.loads(f)["size"] for f in fams) == audit["records_in_families"]
+        assert audit["edges"].get("near", 0) == audit["near_edges"]
+        leak = audit["leakage"]
+        assert leak["leaking_records"] == sum(leak["pairs"].values()) > 0
+    assert audit["lineage_veto"] and audit["lineage_vetoed_edges"]["examples"]
+    for split in ("train", "test"):
+        (tmp_path / f"{split}.jsonl").write_text("".join(
+            json.dumps(r) + "\n" for r in rows if r["split"] == split))
+    proc = subprocess.run([EXE, "audit", str(tmp_path / "train.jsonl"),
+                           str(tmp_path / "test.jsonl"), "-o", str(tmp_path / "files")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    audit = json.loads((tmp_path / "files" / "audit.json").read_text())
+    assert audit["input_splits"] == {s: [str(tmp_path / f"{s}.jsonl")] for s in ("train", "test")}
+    seen |= audit_dotted(audit)
+    assert seen == documented("`neardup audit` (`audit.json`)")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -115,10 +117,25 @@ def test_audit_csv_lineage_and_ignore_boilerplate(tmp_path: Path) -> None:
     b = json.loads((tmp_path / "b" / "audit.json").read_text())
     assert b["dropped_by_boilerplate"] > 0 and b["families"] == 0
     assert ign.returncode == 0
-    lin = _run(*base, "-o", str(tmp_path / "c"), "--origin-field", "origin", "--fail-on-leakage")
+    lin = _run(*base, "-o", str(tmp_path / "c"), "--origin-field", "origin", "--fail-on-leakage",
+               "--lineage-veto")
     c = json.loads((tmp_path / "c" / "audit.json").read_text())
     assert lin.returncode == 6  # k0 (train) and its rewrite (test) share an origin
-    assert c["edges"] == {"lineage": 1} and c["overridden_by_lineage"] > 0
+    assert c["edges"] == {"lineage": 1} and c["lineage_veto"] is True
+    vetoed = c["lineage_vetoed_edges"]
+    assert vetoed["count"] == a["near_edges"] and len(vetoed["examples"]) == 5
+    assert all(x["a"].startswith("k") and x["score"] >= 0.6 for x in vetoed["examples"])
+    assert "lineage veto on: " in lin.stdout and "--lineage-veto dropped" in lin.stderr
+    page = (tmp_path / "c" / "report.html").read_text()
+    assert f"Lineage veto on: {vetoed['count']} near edges" in page
+    assert f"{vetoed['examples'][0]['score']:.3f}" in page
+    # without the veto, different origins do not hide the text edges
+    both = _run(*base, "-o", str(tmp_path / "d"), "--origin-field", "origin")
+    d = json.loads((tmp_path / "d" / "audit.json").read_text())
+    assert both.returncode == 0 and "lineage veto" not in both.stdout
+    assert d["lineage_veto"] is False and d["lineage_vetoed_edges"]["count"] == 0
+    assert d["edges"] == {"lineage": 1, "near": a["near_edges"]}
+    assert "Lineage veto on" not in (tmp_path / "d" / "report.html").read_text()
 
 
 def test_audit_and_split_read_parquet_provenance(tmp_path: Path) -> None:
@@ -164,3 +181,202 @@ def test_split_seed_changes_the_draw_not_the_families(tmp_path: Path) -> None:
         reps.append(json.loads((out / "split.json").read_text()))
     assert reps[0]["config_fingerprint"] == reps[1]["config_fingerprint"]
     assert reps[0]["families"] == reps[1]["families"]
+
+
+@pytest.mark.slow
+def test_exact_copies_across_origins_leak_whatever_the_veto(tmp_path: Path) -> None:
+    """The repro of issue 24: one text in train and test under two origin ids."""
+    mini = tmp_path / "mini.jsonl"
+    text = "the quick brown fox jumps over the lazy dog near the river bank today"
+    mini.write_text("".join(
+        json.dumps({"id": i, "text": text, "split": s, "origin": o}) + "\n"
+        for i, s, o in (("a", "train", "o1"), ("b", "test", "o2"))))
+    args = ["audit", str(mini), "--id-field", "id", "--split-field", "split",
+            "--origin-field", "origin", "--fail-on-leakage"]
+    for veto in ((), ("--lineage-veto",)):
+        out = tmp_path / f"out{len(veto)}"
+        proc = _run(*args, *veto, "-o", str(out))
+        assert proc.returncode == 6, proc.stdout + proc.stderr
+        assert proc.stdout.startswith("2 records: 1 families (2 records)")
+        assert "leaking records 2 in 1 families" in proc.stdout
+        (fam,) = [json.loads(x) for x in (out / "families.jsonl").read_text().splitlines()]
+        assert fam["members"] == ["a", "b"] and fam["splits"] == {"test": 1, "train": 1}
+        assert [e["kind"] for e in fam["edges"]] == ["exact"]
+        audit = json.loads((out / "audit.json").read_text())
+        assert audit["lineage_veto"] is bool(veto)
+        assert audit["lineage_vetoed_edges"] == {"count": 0, "examples": []}
+
+
+def _one_origin_per_record(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """300 records, each with an origin of its own: 259 distinct documents and 41
+    planted relatives (5 exact copies, 30 one-word edits, 3 negated and 3
+    number-changed); returns the planted (id, id) pairs by kind."""
+    base = synthetic_documents(259, seed=24, words=80)
+    rng = random.Random(24)
+    parents = rng.sample(range(len(base)), 41)
+    kinds = ["exact"] * 5 + ["one-word"] * 30 + ["negated"] * 3 + ["number"] * 3
+    texts = list(base)
+    pairs: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for p, kind in zip(parents, kinds, strict=True):
+        if kind in ("negated", "number"):
+            texts[p] = f"{base[p]} and order 47 was shipped on time to the north gate"
+        w = texts[p].split()
+        if kind == "one-word":
+            w[rng.randrange(len(w))] = "changed"
+        elif kind == "negated":
+            w[w.index("was") + 1 : w.index("was") + 1] = ["not"]
+        elif kind == "number":
+            w[w.index("47")] = "48"
+        pairs[kind].append((p, len(texts)))
+        texts.append(" ".join(w))
+    order = list(range(len(texts)))
+    rng.shuffle(order)  # relatives are not neighbours in the file
+    rid = {i: f"r{k:03d}" for k, i in enumerate(order)}
+    with path.open("w") as fh:
+        for i in order:
+            fh.write(json.dumps({"id": rid[i], "text": texts[i], "origin": f"o{i}"}) + "\n")
+    return {k: [(rid[a], rid[b]) for a, b in v] for k, v in pairs.items()}
+
+
+def _where(out: Path, names: tuple[str, ...]) -> dict[str, str]:
+    return {json.loads(line)["id"]: name for name in names
+            for line in (out / f"{name}.jsonl").read_text().splitlines()}
+
+
+@pytest.mark.slow
+def test_split_with_an_origin_per_record_keeps_copies_and_edits_together(tmp_path: Path) -> None:
+    from neardup import Config, find_duplicates
+
+    data = tmp_path / "d.jsonl"
+    planted = _one_origin_per_record(data)
+    recs = [json.loads(x) for x in data.read_text().splitlines()]
+    assert len(recs) == 300 and len({r["origin"] for r in recs}) == 300
+    truth = find_duplicates([r["text"] for r in recs], config=Config(), method="exact")
+    related = {(recs[e.a]["id"], recs[e.b]["id"]) for e in truth.edges}
+    related |= {(b, a) for a, b in related}
+    assert all(p in related for v in planted.values() for p in v)  # all >= the threshold
+    names = ("train", "valid", "test")
+    base = ["split", str(data), "--id-field", "id", "--origin-field", "origin",
+            "--ratios", "train=0.8,valid=0.1,test=0.1", "--seed", "3"]
+    proc = _run(*base, "-o", str(tmp_path / "s"))
+    assert proc.returncode == 0, proc.stderr
+    where = _where(tmp_path / "s", names)
+    assert len(where) == 300
+    assert [p for p in related if where[p[0]] != where[p[1]]] == []
+    # the round trip: the split's own files, audited as splits, do not leak
+    files = [str(tmp_path / "s" / f"{n}.jsonl") for n in names]
+    proc = _run("audit", *files, "--id-field", "id", "--origin-field", "origin",
+                "--fail-on-leakage", "-o", str(tmp_path / "a"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "splits from the inputs: train, valid, test" in proc.stdout
+    audit = json.loads((tmp_path / "a" / "audit.json").read_text())
+    rep = json.loads((tmp_path / "s" / "split.json").read_text())
+    assert audit["leakage"]["splits"] == {k: v for k, v in rep["records"].items() if v}
+    assert audit["input_splits"] == {n: [f] for n, f in zip(names, files, strict=True)}
+    assert audit["families"] == rep["families_with_2_or_more"] >= 41
+    # the old rule (behind --lineage-veto) separates edits but never an exact copy,
+    # and the gate on its output finds the leak
+    proc = _run(*base, "--lineage-veto", "-o", str(tmp_path / "v"))
+    assert proc.returncode == 0 and "lineage veto on: " in proc.stdout, proc.stderr
+    vrep = json.loads((tmp_path / "v" / "split.json").read_text())
+    assert vrep["lineage_veto"] is True and vrep["lineage_vetoed_edges"]["count"] >= 36
+    vwhere = _where(tmp_path / "v", names)
+    assert all(vwhere[a] == vwhere[b] for a, b in planted["exact"])
+    assert any(vwhere[a] != vwhere[b] for a, b in planted["one-word"])
+    vfiles = [str(tmp_path / "v" / f"{n}.jsonl") for n in names]
+    proc = _run("audit", *vfiles, "--id-field", "id", "--origin-field", "origin",
+                "--fail-on-leakage")
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+
+
+def _split_files(tmp_path: Path, leak: bool) -> tuple[Path, Path]:
+    """train.jsonl and test.jsonl without a split field; with ``leak``, test holds
+    one-word edits of three train records."""
+    docs = synthetic_documents(30, seed=7, words=80)
+    train, test = tmp_path / "train.jsonl", tmp_path / "test.jsonl"
+    train.write_text("".join(json.dumps({"id": f"t{i}", "text": d}) + "\n"
+                             for i, d in enumerate(docs[:25])))
+    held = docs[25:]
+    if leak:
+        held = [" ".join([*d.split()[:40], "changed", *d.split()[41:]]) for d in docs[:3]] + held
+    test.write_text("".join(json.dumps({"id": f"e{i}", "text": d}) + "\n"
+                            for i, d in enumerate(held)))
+    return train, test
+
+
+@pytest.mark.slow
+def test_audit_takes_the_splits_from_the_files(tmp_path: Path) -> None:
+    train, test = _split_files(tmp_path, leak=True)
+    proc = _run("audit", str(train), str(test), "--id-field", "id", "--fail-on-leakage",
+                "-o", str(tmp_path / "a"))
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "test->train: 3; train->test: 3; splits from the inputs: train, test" in proc.stdout
+    audit = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert audit["leakage"]["splits"] == {"test": 8, "train": 25}
+    assert audit["input_splits"] == {"train": [str(train)], "test": [str(test)]}
+    assert audit["fields"] == {}
+    fams = [json.loads(x) for x in (tmp_path / "a" / "families.jsonl").read_text().splitlines()]
+    assert sorted(f["members"] for f in fams) == [["t0", "e0"], ["t1", "e1"], ["t2", "e2"]]
+    # --split NAME=PATH names them (here the other way round), alone or with INPUTS
+    proc = _run("audit", "--split", f"eval={train}", "--split", f"fit={test}", "--id-field", "id")
+    assert proc.returncode == 0 and "eval->fit: 3; fit->eval: 3" in proc.stdout, proc.stderr
+    proc = _run("audit", str(train), "--split", f"fit={test}", "--id-field", "id")
+    assert "fit->train: 3; train->fit: 3" in proc.stdout, proc.stderr
+    # one input without --split has no splits: nothing can leak
+    proc = _run("audit", str(train), "--id-field", "id", "--fail-on-leakage")
+    assert proc.returncode == 0 and "splits from" not in proc.stdout, proc.stderr
+    clean_dir = tmp_path / "clean"
+    clean_dir.mkdir()
+    ctrain, ctest = _split_files(clean_dir, leak=False)
+    proc = _run("audit", str(ctrain), str(ctest), "--id-field", "id", "--fail-on-leakage")
+    assert proc.returncode == 0 and "leaking records 0" in proc.stdout, proc.stderr
+
+
+@pytest.mark.slow
+def test_a_saved_datasetdict_is_audited_and_split_by_its_split_names(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    pq = pytest.importorskip("pyarrow.parquet")
+    train, test = _split_files(tmp_path, leak=True)
+    parts = {n: [json.loads(x) for x in p.read_text().splitlines()]
+             for n, p in (("train", train), ("test", test))}
+    dd = datasets.DatasetDict({
+        n: datasets.Dataset.from_dict({k: [r[k] for r in rs] for k in ("id", "text")})
+        for n, rs in parts.items()
+    })
+    dd.save_to_disk(str(tmp_path / "dd"))
+    proc = _run("audit", str(tmp_path / "dd"), "--id-field", "id", "--fail-on-leakage",
+                "-o", str(tmp_path / "a"))
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    audit = json.loads((tmp_path / "a" / "audit.json").read_text())
+    assert audit["leakage"]["pairs"] == {"test->train": 3, "train->test": 3}
+    assert audit["input_splits"] == {n: [str(tmp_path / "dd" / n)] for n in ("train", "test")}
+    # re-split it: split.json says where the old splits went, and the new split
+    # files (Parquet) pass the gate
+    out = tmp_path / "s"
+    proc = _run("split", str(tmp_path / "dd"), "--id-field", "id", "--ratios",
+                "train=0.7,test=0.3", "-o", str(out))
+    assert proc.returncode == 0 and "splits from the inputs: train, test" in proc.stdout
+    rep = json.loads((out / "split.json").read_text())
+    moved = rep["from_splits"]
+    assert sum(moved["train"].values()) == 25 and sum(moved["test"].values()) == 8
+    assert sum(pq.read_table(out / f"{n}.parquet").num_rows for n in ("train", "test")) == 33
+    proc = _run("audit", str(out / "train.parquet"), str(out / "test.parquet"), "--id-field",
+                "id", "--fail-on-leakage")
+    assert proc.returncode == 0 and "leaking records 0" in proc.stdout, proc.stderr
+
+
+def test_run_audit_takes_one_split_per_input_and_not_with_a_split_field(tmp_path: Path) -> None:
+    from neardup import Config, InvalidConfig, ShingleSpec
+    from neardup.lineage.audit import run_audit
+
+    train, test = _split_files(tmp_path, leak=True)
+    inputs = [str(train), str(test)]
+    cfg = Config(shingle=ShingleSpec(kind="word", k=3))
+    res = run_audit(inputs, None, fields={}, config=cfg, id_field="id",
+                    input_splits=["fit", "eval"])
+    assert res.leakage["pairs"] == {"eval->fit": 3, "fit->eval": 3}
+    assert res.audit["input_splits"] == {"fit": [str(train)], "eval": [str(test)]}
+    with pytest.raises(InvalidConfig, match="need one per input"):
+        run_audit(inputs, None, fields={}, input_splits=["fit"])
+    with pytest.raises(InvalidConfig, match="given together with a split field"):
+        run_audit(inputs, None, fields={"split": "split"}, input_splits=["fit", "eval"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import defaultdict
 
@@ -76,7 +77,8 @@ def _partition(family_of: list[int]) -> set[frozenset[int]]:
 
 def test_families_match_the_planted_lineage() -> None:
     texts, prov, truth = _corpus()
-    fam = build_families(texts, prov, config=WORD3)
+    # with the veto, the footer tickets (different known origins) are not joined
+    fam = build_families(texts, prov, config=WORD3, lineage_veto=True)
     assert _partition(fam.family_of.tolist()) == _partition([truth[i] for i in range(len(texts))])
     kinds = {e.kind for f in fam.families for e in f.edges}
     assert kinds == {"near", "lineage"}
@@ -85,8 +87,73 @@ def test_families_match_the_planted_lineage() -> None:
     for i in rewritten:
         f = fam.families[int(fam.family_of[i])]
         assert any(e.kind == "lineage" and i in (e.a, e.b) for e in f.edges)
-    # the footer tickets have different known origins: their text edges are overridden
-    assert fam.stats["overridden_by_lineage"] > 0
+    # the footer tickets have different known origins: their near edges are vetoed
+    vetoed = fam.stats["lineage_vetoed_edges"]
+    assert fam.stats["lineage_veto"] is True
+    assert vetoed["count"] == len(fam.vetoed) > 0
+    assert all(e.kind == "near" and prov[e.a].origin_id != prov[e.b].origin_id for e in fam.vetoed)
+    scores = [x["score"] for x in vetoed["examples"]]
+    assert 0 < len(scores) <= 5 and scores == sorted(scores, reverse=True)
+    assert scores[0] == max(e.score or 0.0 for e in fam.vetoed)
+
+
+def test_text_edges_count_across_origins_by_default() -> None:
+    texts, prov, _truth = _corpus()
+    fam = build_families(texts, prov, config=WORD3)
+    assert fam.stats["lineage_veto"] is False and not fam.vetoed
+    assert fam.stats["lineage_vetoed_edges"] == {"count": 0, "examples": []}
+    # the footer tickets have different origins and are joined by their text
+    footer = set(range(90, 115))
+    (joined,) = [f for f in fam.families if set(f.members) & footer]
+    assert footer <= set(joined.members)
+
+
+def test_exact_copies_are_never_vetoed() -> None:
+    doc = synthetic_documents(1, seed=8, words=40)[0]
+    edited = doc.split()
+    edited[20] = "changed"
+    texts = [doc, doc, " ".join(edited)]
+    prov = [Provenance(origin_id=f"o{i}") for i in range(3)]
+    fam = build_families(texts, prov, config=WORD3, lineage_veto=True)
+    assert [f.members for f in fam.families] == [(0, 1)]
+    assert [(e.a, e.b, e.kind) for e in fam.families[0].edges] == [(0, 1, "exact")]
+    # the edit's near edge to the copies is vetoed (the copies are one exact group)
+    assert fam.vetoed
+    assert {(e.a, e.b, e.kind) for e in fam.vetoed} <= {(0, 2, "near"), (1, 2, "near")}
+    assert [f.members for f in build_families(texts, prov, config=WORD3).families] == [(0, 1, 2)]
+
+
+_POOL = synthetic_documents(6, seed=12, words=30)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    picks=st.lists(
+        st.tuples(st.integers(0, 5), st.booleans(), st.sampled_from([None, "o1", "o2", "o3"])),
+        min_size=2,
+        max_size=10,
+    ),
+    veto=st.booleans(),
+)
+def test_lineage_only_adds_edges_and_exact_copies_stay_together(
+    picks: list[tuple[int, bool, str | None]], veto: bool
+) -> None:
+    """Without the veto, every family of the texts alone lies inside one family
+    with provenance; with it or not, identical texts share a family."""
+    texts = []
+    for k, edit, _ in picks:
+        w = _POOL[k].split()
+        if edit:
+            w[10] = "edited"
+        texts.append(" ".join(w))
+    prov = [Provenance(origin_id=o) for _, _, o in picks]
+    alone = build_families(texts, config=WORD3).family_of.tolist()
+    fam = build_families(texts, prov, config=WORD3, lineage_veto=veto).family_of.tolist()
+    for i, j in itertools.combinations(range(len(texts)), 2):
+        if texts[i] == texts[j]:
+            assert fam[i] == fam[j]
+        if not veto and alone[i] == alone[j]:
+            assert fam[i] == fam[j]
 
 
 def test_boilerplate_only_pairs_are_not_joined_when_ignored() -> None:

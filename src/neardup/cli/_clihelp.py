@@ -55,10 +55,14 @@ def _provenance(fields: Sequence[str]) -> tuple[str, ...]:
     return tuple(f"{name}_field" for name in fields)
 
 
+_FAMILY_INPUT = ("text_field", "id_field", "skip_bad", "named_splits")
+_FAMILY_EDGES = (*_TEXT_DUPLICATE, "ignore_boilerplate", "lineage_veto")
+
+
 def audit_sections(provenance: Sequence[str]) -> Sections:
     return (
-        ("Input", ("text_field", "id_field", "skip_bad", *_provenance(provenance), "decisions")),
-        ("What is a duplicate", (*_TEXT_DUPLICATE, "ignore_boilerplate")),
+        ("Input", (*_FAMILY_INPUT, *_provenance(provenance), "decisions")),
+        ("What is a duplicate", _FAMILY_EDGES),
         ("Outputs", ("output", "overwrite", "large_family", "fail_on_leakage", "quiet")),
         ("Performance", _PERFORMANCE),
     )
@@ -66,8 +70,8 @@ def audit_sections(provenance: Sequence[str]) -> Sections:
 
 def split_sections(provenance: Sequence[str]) -> Sections:
     return (
-        ("Input", ("text_field", "id_field", "skip_bad", *_provenance(provenance), "decisions")),
-        ("What is a duplicate", (*_TEXT_DUPLICATE, "ignore_boilerplate")),
+        ("Input", (*_FAMILY_INPUT, *_provenance(provenance), "decisions")),
+        ("What is a duplicate", _FAMILY_EDGES),
         ("Split", ("ratios", "stratify_field")),
         ("Outputs", ("output", "overwrite", "quiet")),
         ("Performance", _PERFORMANCE),

@@ -41,6 +41,18 @@ def _provenance_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _named_split(
+    ctx: click.Context, param: click.Parameter, values: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    out = []
+    for v in values:
+        name, sep, path = v.partition("=")
+        if not sep or not name.strip() or not path:
+            raise click.BadParameter(f"{v!r}: write NAME=PATH, e.g. test=data/test.jsonl")
+        out.append((name.strip(), path))
+    return out
+
+
 _family_options = options(
     METHOD_OPTION,
     click.option("--decisions", default=None, help="Reviewer decisions (JSONL) to honour."),
@@ -49,8 +61,56 @@ _family_options = options(
         is_flag=True,
         help="Drop near edges that fall below the threshold without boilerplate shingles.",
     ),
+    click.option(
+        "--lineage-veto",
+        is_flag=True,
+        help="Drop near edges between records whose known origin ids differ (exact "
+        "copies are kept); audit.json reports the dropped edges.",
+    ),
+    click.option(
+        "--split",
+        "named_splits",
+        multiple=True,
+        metavar="NAME=PATH",
+        callback=_named_split,
+        help="Read PATH as the records of split NAME (repeatable; instead of "
+        "--split-field).  Without it, several inputs are splits named by their files.",
+    ),
 )
-"""How audit and split build families: candidates, reviewers' decisions, boilerplate."""
+"""How audit and split build families: candidates, reviewers' decisions, boilerplate,
+lineage, and splits taken from the inputs."""
+
+
+def _inputs_and_splits(
+    inputs: tuple[str, ...], named: list[tuple[str, str]], fields: dict[str, str]
+) -> tuple[list[str], list[str | None] | None]:
+    """The files to read and the split of each (None: from --split-field, or none)."""
+    from neardup.io.inputs import split_inputs
+
+    if not inputs and not named:
+        raise click.UsageError("Missing argument 'INPUTS...' (or --split NAME=PATH).")
+    if named and "split" in fields:
+        raise click.UsageError("--split and --split-field exclude each other: use one.")
+    if "split" in fields:
+        return list(resolved_inputs(inputs)), None
+    files: list[str] = []
+    splits: list[str | None] | None = None
+    with errors():
+        files, splits = split_inputs(inputs, named)
+    return files, splits
+
+
+def _splits_line(splits: list[str | None] | None) -> str:
+    if splits is None:
+        return ""
+    names = dict.fromkeys(s for s in splits if s is not None)
+    return "; splits from the inputs: " + ", ".join(names)
+
+
+def _veto_line(veto: dict[str, Any] | None) -> str:
+    if veto is None:
+        return ""
+    return f"; lineage veto on: {veto['count']} near edges across origins dropped"
 
 
 def _fields(opts: dict[str, Any]) -> dict[str, str]:
@@ -62,7 +122,7 @@ def _fields(opts: dict[str, Any]) -> dict[str, str]:
 
 
 @click.command(cls=SectionedCommand, sections=audit_sections(PROVENANCE_FIELDS))
-@click.argument("inputs", nargs=-1, required=True)
+@click.argument("inputs", nargs=-1)
 @click.option("--output", "-o", default=None, help="Output folder (omit to print only).")
 @OVERWRITE_OPTION
 @_family_options
@@ -87,6 +147,8 @@ def audit(
     method: str,
     decisions: str | None,
     ignore_boilerplate: bool,
+    lineage_veto: bool,
+    named_splits: list[tuple[str, str]],
     large_family: int,
     fail_on_leakage: bool,
     **opts: Any,
@@ -95,17 +157,19 @@ def audit(
     report.html.
 
     Example: neardup audit data.jsonl --split-field split --label-field label -o audit/
+
+    Example: neardup audit train.jsonl test.jsonl --fail-on-leakage
     """
-    inputs = resolved_inputs(inputs)
     from neardup.lineage.audit import run_audit
 
     opts.pop("quiet")  # no progress bars in audit; the summary line always prints
     fields = _fields(opts)
+    files, input_splits = _inputs_and_splits(inputs, named_splits, fields)
     with errors():
         cfg = config_from(opts)
         memory_limit = run_options_from(opts).memory_limit
         res = run_audit(
-            list(inputs),
+            files,
             output,
             fields=fields,
             config=cfg,
@@ -116,21 +180,32 @@ def audit(
             large_family=large_family,
             overwrite=overwrite,
             memory_limit=memory_limit,
+            lineage_veto=lineage_veto,
+            input_splits=input_splits,
         )
+    veto = res.audit["lineage_vetoed_edges"] if lineage_veto else None
     click.echo(
         f"{res.records} records: {res.families} families "
         f"({res.records_in_families} records), {res.flagged_families} flagged; "
         f"leaking records {res.leaking_records} in {res.leaking_families} families"
         + "".join(f"; {k}: {v}" for k, v in res.leakage["pairs"].items())
+        + _splits_line(input_splits)
+        + _veto_line(veto)
         + ("" if output is None else f"; wrote {output}")
     )
+    if fail_on_leakage and veto is not None:
+        click.echo(
+            f"note: --lineage-veto dropped {veto['count']} near edges before the gate "
+            "(examples in audit.json: lineage_vetoed_edges)",
+            err=True,
+        )
     if fail_on_leakage and res.leaking_records:
         click.echo("error: leakage: a family straddles splits (see audit.json)", err=True)
         sys.exit(6)
 
 
 @click.command(cls=SectionedCommand, sections=split_sections(PROVENANCE_FIELDS))
-@click.argument("inputs", nargs=-1, required=True)
+@click.argument("inputs", nargs=-1)
 @click.option("--output", "-o", required=True, help="Output folder (one file per split).")
 @click.option(
     "--ratios",
@@ -152,19 +227,21 @@ def split(
     method: str,
     decisions: str | None,
     ignore_boilerplate: bool,
+    lineage_veto: bool,
+    named_splits: list[tuple[str, str]],
     **opts: Any,
 ) -> None:
     """Family-aware split: whole families go to one split; split.json has the ratios.
 
     Example: neardup split data.jsonl --ratios train=0.8,valid=0.1,test=0.1 --seed 7 -o out/
     """
-    inputs = resolved_inputs(inputs)
     import dataclasses
 
     from neardup.lineage.audit import parse_ratios, run_split
 
     opts.pop("quiet")  # no progress bars in split; the summary line always prints
     fields = _fields(opts)
+    files, input_splits = _inputs_and_splits(inputs, named_splits, fields)
     with errors():
         cfg = config_from(opts)
         memory_limit = run_options_from(opts).memory_limit
@@ -173,7 +250,7 @@ def split(
         # hash functions keep their default seed.
         cfg = dataclasses.replace(cfg, seed=Config().seed)
         rep = run_split(
-            list(inputs),
+            files,
             output,
             ratios=parse_ratios(ratios),
             seed=split_seed,
@@ -186,9 +263,15 @@ def split(
             ignore_boilerplate=ignore_boilerplate,
             overwrite=overwrite,
             memory_limit=memory_limit,
+            lineage_veto=lineage_veto,
+            input_splits=input_splits,
         )
+    veto = rep.report["lineage_vetoed_edges"] if lineage_veto else None
     click.echo(
         "achieved "
         + ", ".join(f"{k}={v:.4f}" for k, v in rep.achieved.items())
-        + f" over {rep.families} families (largest {rep.largest_family}); wrote {output}"
+        + f" over {rep.families} families (largest {rep.largest_family})"
+        + _splits_line(input_splits)
+        + _veto_line(veto)
+        + f"; wrote {output}"
     )

@@ -1,4 +1,5 @@
-"""Which files an input names, what format each is, and their bytes decompressed.
+"""Which files an input names, what format each is, which split it stands for
+(:func:`split_inputs`), and their bytes decompressed.
 
 Used by every reader (:mod:`neardup.io.corpus`), the id detection
 (:mod:`neardup.io._ids`) and the vector job: one place that knows the suffixes
@@ -20,7 +21,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from neardup.core._errors import InputError, NeardupIOError
+from neardup.core._errors import InputError, InvalidConfig, NeardupIOError
 
 __all__ = [
     "JSONL_SUFFIXES",
@@ -29,6 +30,8 @@ __all__ = [
     "iter_lines",
     "open_binary",
     "resolve_inputs",
+    "split_inputs",
+    "split_name",
     "strip_compression",
 ]
 
@@ -73,17 +76,9 @@ def resolve_inputs(paths: Sequence[str]) -> list[str]:
         if not os.path.isdir(path):
             out.append(path)
             continue
-        listing = os.path.join(path, "dataset_dict.json")
-        if os.path.exists(listing):
-            try:
-                with open(listing, encoding="utf-8") as fh:
-                    splits = json.load(fh)["splits"]
-                out.extend(os.path.join(path, str(name)) for name in splits)
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise InputError(
-                    listing, None, f"not a readable DatasetDict listing ({exc})",
-                    "save the dataset again with DatasetDict.save_to_disk",
-                ) from exc
+        splits = _dataset_dict_splits(path)
+        if splits is not None:
+            out.extend(os.path.join(path, name) for name in splits)
             continue
         if detect_format(path, expand=True) != "files":
             out.append(path)
@@ -100,6 +95,88 @@ def resolve_inputs(paths: Sequence[str]) -> list[str]:
         except OSError as exc:
             raise NeardupIOError(path, exc) from exc
     return out
+
+
+def _dataset_dict_splits(path: str) -> list[str] | None:
+    """The split names a saved ``DatasetDict`` folder lists, in its order; None
+    when ``path`` is not one."""
+    listing = os.path.join(path, "dataset_dict.json")
+    if not os.path.isdir(path) or not os.path.exists(listing):
+        return None
+    try:
+        with open(listing, encoding="utf-8") as fh:
+            return [str(name) for name in json.load(fh)["splits"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(
+            listing, None, f"not a readable DatasetDict listing ({exc})",
+            "save the dataset again with DatasetDict.save_to_disk",
+        ) from exc
+
+
+def split_name(path: str) -> str:
+    """The split an input stands for by its name: a folder's name, or a file's name
+    without its compression and format suffixes.
+
+    >>> split_name("data/test.jsonl.gz"), split_name("out/valid.parquet"), split_name("hf/train/")
+    ('test', 'valid', 'train')
+    """
+    base = os.path.basename(os.path.normpath(path))
+    if os.path.isdir(path):
+        return base
+    plain, comp = strip_compression(base)
+    base = base[: len(plain)] if comp else base  # keep the name's case
+    for suffix in (*_DATA_SUFFIXES, ".txt"):
+        if plain.endswith(suffix) and len(plain) > len(suffix):
+            return base[: -len(suffix)]
+    return base
+
+
+def split_inputs(
+    paths: Sequence[str], named: Sequence[tuple[str, str]] = ()
+) -> tuple[list[str], list[str | None] | None]:
+    """The files :func:`resolve_inputs` reads for ``paths`` and the ``named``
+    ``(split, path)`` pairs, with the split each file's records belong to.
+
+    The rule: an *input* is a path as given, except that a saved ``DatasetDict``
+    folder stands for each of its splits.  When ``named`` is not empty or there are
+    two or more inputs, every input names a split: the name given with it in
+    ``named``, else a DatasetDict split's own name, else :func:`split_name` of the
+    path (``train.jsonl`` → ``train``, a folder → its name); every file of an
+    input (a folder's data files) gets its split.  With one input and nothing
+    named, the splits are None (the records have none).  A path both in ``paths``
+    and ``named`` is read once, with its given name; ``named`` paths not in
+    ``paths`` come after them.
+
+    >>> split_inputs(["a/train.jsonl", "a/test.jsonl"])  # doctest: +SKIP
+    (['a/train.jsonl', 'a/test.jsonl'], ['train', 'test'])
+    """
+    given: dict[str, str] = {}
+    for name, p in named:
+        key = os.path.normpath(p)
+        if not name or given.get(key, name) != name:
+            raise InvalidConfig(
+                "split", f"{name}={p}", "has an empty name, or names a path named already",
+                "name each path once, with a non-empty name (--split NAME=PATH)",
+            )
+        given[key] = name
+    listed = {os.path.normpath(p) for p in paths}
+    entries: list[tuple[str | None, str]] = [(given.get(os.path.normpath(p)), p) for p in paths]
+    entries += [(name, p) for p, name in given.items() if p not in listed]
+    inputs: list[tuple[str | None, str]] = []
+    for given_name, p in entries:
+        dd = None if "://" in p else _dataset_dict_splits(p)
+        if dd is None:
+            inputs.append((given_name, p))
+        else:
+            inputs += [(given_name or s, os.path.join(p, s)) for s in dd]
+    use = bool(named) or len(inputs) >= 2
+    files: list[str] = []
+    splits: list[str | None] = []
+    for given_name, p in inputs:
+        got = resolve_inputs([p])
+        files += got
+        splits += [(given_name or split_name(p)) if use else None] * len(got)
+    return files, splits if use else None
 
 
 def detect_format(path: str, *, expand: bool = False) -> str:

@@ -18,9 +18,11 @@ a family.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -92,7 +94,9 @@ def record_fields(corpus: Corpus, names: Sequence[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _provenance(corpus: Corpus, mapping: Mapping[str, str]) -> list[Provenance]:
+def _provenance(
+    corpus: Corpus, mapping: Mapping[str, str], input_splits: Sequence[str | None] | None
+) -> list[Provenance]:
     bad = sorted(set(mapping) - set(PROVENANCE_FIELDS))
     if bad:
         raise InvalidConfig(
@@ -100,7 +104,30 @@ def _provenance(corpus: Corpus, mapping: Mapping[str, str]) -> list[Provenance]:
         )
     cols = {v: k for k, v in mapping.items()}
     rows = record_fields(corpus, list(cols))
-    return [Provenance.from_mapping({cols[c]: v for c, v in r.items()}) for r in rows]
+    out = [Provenance.from_mapping({cols[c]: v for c, v in r.items()}) for r in rows]
+    if input_splits is None:
+        return out
+    return [
+        dataclasses.replace(p, split=input_splits[fi])
+        for p, (fi, _row) in zip(out, corpus.origins, strict=True)
+    ]
+
+
+def _check_input_splits(
+    inputs: Sequence[str], fields: Mapping[str, str], input_splits: Sequence[str | None] | None
+) -> None:
+    if input_splits is None:
+        return
+    if len(input_splits) != len(inputs):
+        raise InvalidConfig(
+            "input_splits", len(input_splits), f"need one per input ({len(inputs)})",
+            "give each input its split name (see neardup.io.inputs.split_inputs)",
+        )
+    if "split" in fields:
+        raise InvalidConfig(
+            "input_splits", list(input_splits), "given together with a split field",
+            "take the split from a field or from the inputs, not both",
+        )
 
 
 def _read_families(
@@ -117,9 +144,12 @@ def _read_families(
     ignore_boilerplate: bool,
     large_family: int,
     memory_limit: int,
+    lineage_veto: bool,
+    input_splits: Sequence[str | None] | None,
 ) -> tuple[Corpus, list[Any], FamilyResult]:
     """What :func:`run_audit` and :func:`run_split` start from: the records of
     ``inputs``, their ids (unique, else InputError) and their families."""
+    _check_input_splits(inputs, fields, input_splits)
     corpus = read_corpus(inputs, text_field=text_field, id_field=id_field, skip_bad=skip_bad)
     ids = [json_id(i) for i in corpus.ids]
     if len({str(i) for i in ids}) != len(ids):
@@ -128,7 +158,7 @@ def _read_families(
         )
     fam = build_families(
         corpus.texts,
-        _provenance(corpus, fields),
+        _provenance(corpus, fields, input_splits),
         ids=ids,
         config=config or Config(),
         key=key,
@@ -137,6 +167,7 @@ def _read_families(
         ignore_boilerplate=ignore_boilerplate,
         large_family=large_family,
         memory_limit=memory_limit,
+        lineage_veto=lineage_veto,
     )
     return corpus, ids, fam
 
@@ -157,22 +188,32 @@ def run_audit(
     skip_bad: bool = False,
     overwrite: bool = False,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    lineage_veto: bool = False,
+    input_splits: Sequence[str | None] | None = None,
 ) -> AuditReport:
     """Audit ``inputs`` (``fields`` maps provenance names, e.g. ``{"split": "split"}``,
     to columns); write the outputs into ``output`` unless it is None; return the audit.
     ``memory_limit`` as for :func:`neardup.find_duplicates`.
+
+    ``input_splits`` (one name per input, instead of a split field) gives every
+    record of ``inputs[i]`` the split ``input_splits[i]`` (see
+    :func:`neardup.io.inputs.split_inputs`).  ``lineage_veto`` drops near edges
+    between records of different known origins (see
+    :func:`~neardup.lineage.families.build_families`); ``audit.json`` then says so
+    (``lineage_veto``, ``lineage_vetoed_edges`` with examples).
     """
     with staged_output(output, overwrite, list(inputs)) as tmp:
         corpus, ids, fam = _read_families(
             inputs, fields, text_field=text_field, id_field=id_field, skip_bad=skip_bad,
             config=config, key=key, method=method, decisions=decisions,
             ignore_boilerplate=ignore_boilerplate, large_family=large_family,
-            memory_limit=memory_limit,
+            memory_limit=memory_limit, lineage_veto=lineage_veto, input_splits=input_splits,
         )
         leak = cross_split_leakage(fam)
         audit = {
             "inputs": list(inputs),
             "fields": dict(fields),
+            "input_splits": _by_split(inputs, input_splits),
             **fam.stats,
             "leakage": leak,
             "boilerplate_suspects": [
@@ -190,6 +231,26 @@ def run_audit(
             fh.write(_audit_html(fam, ids, corpus.texts, audit))
         commit_output(tmp, output)
         return _audit_report(audit)
+
+
+def _by_split(
+    inputs: Sequence[str], input_splits: Sequence[str | None] | None
+) -> dict[str, list[str]]:
+    """The inputs of each split taken from the inputs ({} when none is)."""
+    out: dict[str, list[str]] = {}
+    for path, name in zip(inputs, input_splits or (), strict=False):
+        if name is not None:
+            out.setdefault(name, []).append(path)
+    return out
+
+
+def _from_splits(fam: FamilyResult, assignment: Sequence[str]) -> dict[str, dict[str, int]]:
+    """For each split the records had before: how many went to each new split."""
+    moved: dict[str, Counter[str]] = {}
+    for p, new in zip(fam.provenance, assignment, strict=True):
+        if p.split is not None:
+            moved.setdefault(p.split, Counter())[new] += 1
+    return {old: dict(sorted(c.items())) for old, c in sorted(moved.items())}
 
 
 def _audit_report(audit: dict[str, Any]) -> AuditReport:
@@ -241,15 +302,20 @@ def run_split(
     skip_bad: bool = False,
     overwrite: bool = False,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    lineage_veto: bool = False,
+    input_splits: Sequence[str | None] | None = None,
 ) -> SplitReport:
     """Family-aware split of ``inputs`` into ``output/<split>.*``; returns the report
-    (``memory_limit`` as for :func:`neardup.find_duplicates`)."""
+    (``memory_limit`` as for :func:`neardup.find_duplicates`; ``lineage_veto`` and
+    ``input_splits`` as for :func:`run_audit`).  When the records have splits
+    already (a split field or ``input_splits``), ``split.json`` says where each
+    old split's records went (``from_splits``)."""
     with staged_output(output, overwrite, list(inputs)) as tmp:
         corpus, ids, fam = _read_families(
             inputs, fields or {}, text_field=text_field, id_field=id_field, skip_bad=skip_bad,
             config=config, key=key, method=method, decisions=decisions,
             ignore_boilerplate=ignore_boilerplate, large_family=10**9,
-            memory_limit=memory_limit,
+            memory_limit=memory_limit, lineage_veto=lineage_veto, input_splits=input_splits,
         )
         strat = None
         if stratify_field is not None:
@@ -267,6 +333,10 @@ def run_split(
                 "stratify_field": stratify_field,
                 "families_with_2_or_more": len(fam.families),
                 "config_fingerprint": fam.stats["config_fingerprint"],
+                "lineage_veto": fam.stats["lineage_veto"],
+                "lineage_vetoed_edges": fam.stats["lineage_vetoed_edges"],
+                "input_splits": _by_split(inputs, input_splits),
+                "from_splits": _from_splits(fam, assignment),
             }
         )
         write_json(os.path.join(tmp, "split.json"), report)
@@ -277,6 +347,24 @@ def run_split(
             largest_family=int(report["largest_family"]),
             report=report,
         )
+
+
+def _veto_html(a: dict[str, Any]) -> str:
+    """The gate says when --lineage-veto hid text edges from it."""
+    if not a["lineage_veto"]:
+        return ""
+    esc = html.escape
+    v = a["lineage_vetoed_edges"]
+    rows = "".join(
+        f"<tr><td>{esc(str(x['a']))} — {esc(str(x['b']))}</td>"
+        f"<td class='n'>{x['score']:.3f}</td></tr>"
+        for x in v["examples"]
+    )
+    return (
+        f"<h2>Lineage veto on: {v['count']} near edges across origins dropped</h2>"
+        "<p class='muted'>--lineage-veto: these pairs were not seen by the leakage "
+        "gate (highest scores first)</p><table>" + rows + "</table>"
+    )
 
 
 def _audit_html(
@@ -301,7 +389,10 @@ def _audit_html(
         ("edges by kind", ", ".join(f"{k} {v}" for k, v in a["edges"].items())),
         ("edges that depend on boilerplate", a["edges_depending_on_boilerplate"]),
         ("dropped by --ignore-boilerplate", a["dropped_by_boilerplate"]),
-        ("text edges overridden by lineage", a["overridden_by_lineage"]),
+        (
+            "text edges vetoed by lineage (--lineage-veto)",
+            a["lineage_vetoed_edges"]["count"] if a["lineage_veto"] else "off",
+        ),
         ("edges cut by reviewers", a["cut_by_review"]),
         ("boilerplate suspect shingles", a["boilerplate_shingles"]),
         ("threshold", a["threshold"]),
@@ -351,6 +442,7 @@ def _audit_html(
         + leak_rows
         + "</table>"
         + slices
+        + _veto_html(a)
         + "<h2>Family sizes</h2>"
         + size_chart(fam.families, "family sizes")
         + "<h2>Families to review</h2>"

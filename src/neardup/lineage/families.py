@@ -9,9 +9,13 @@ A **family** is a connected component over three kinds of edges:
 * ``lineage`` — the records say so: same ``origin_id`` (revisions of one origin,
   chained in ``revision_id`` / ``captured_at`` / input order).
 
-Lineage is preferred over text when it is known: with ``trust_lineage`` (default),
-a text edge between two records whose ``origin_id`` values are both given and
-differ is **not** a family edge (it is kept in ``overridden`` as evidence).
+Lineage only **adds** edges: two records with different ``origin_id`` values are
+still joined by their text (copies are made across origins all the time, so a
+different origin id is no proof that two texts are unrelated).  With
+``lineage_veto`` (off by default) a *near* edge between two records whose
+``origin_id`` values are both given and differ is not a family edge: it is kept in
+``vetoed`` and counted, with examples, in ``stats["lineage_vetoed_edges"]``; an
+``exact`` edge (the same normalized content) is never vetoed.
 Normalization is only for finding candidates: every near edge carries the shared
 spans as character offsets into the *original* texts.
 
@@ -175,7 +179,7 @@ class FamilyResult:
     family_of: npt.NDArray[np.int64]
     provenance: list[Provenance]
     boilerplate: list[tuple[int, int]]  # (shingle hash, document count), most common first
-    overridden: list[FamilyEdge]
+    vetoed: list[FamilyEdge]
     dropped_by_boilerplate: list[FamilyEdge]
     cut_by_review: int
     stats: dict[str, Any] = field(default_factory=dict)
@@ -298,7 +302,7 @@ def build_families(
     config: Config | None = None,
     key: HashKey | None = None,
     method: Literal["lsh", "exact"] = "lsh",
-    trust_lineage: bool = True,
+    lineage_veto: bool = False,
     ignore_boilerplate: bool = False,
     boilerplate_min_docs: int = 20,
     boilerplate_fraction: float = 0.01,
@@ -312,7 +316,14 @@ def build_families(
     Guarantees: every ``near`` edge has exact Jaccard >= ``config.threshold``
     (recall is that of :func:`neardup.find_duplicates`: a pair at the threshold is a
     candidate with the predicted probability in ``stats``; ``method="exact"`` finds
-    all).  Deterministic for the same inputs and config.
+    all).  Every exact-duplicate pair is in one family whatever the provenance;
+    only ``lineage_veto`` removes text edges (near ones, between records whose known
+    origins differ).  Deterministic for the same inputs and config.
+
+    >>> copy = "one text copied from one site to another"
+    >>> prov = [Provenance(origin_id="o1"), Provenance(origin_id="o2")]
+    >>> [f.members for f in build_families([copy, copy], prov, lineage_veto=True).families]
+    [(0, 1)]
     """
     cfg = config or Config()
     n = len(texts)
@@ -359,7 +370,7 @@ def build_families(
         )
     )
     kept_edges: list[FamilyEdge] = []
-    overridden: list[FamilyEdge] = []
+    vetoed: list[FamilyEdge] = []
     dropped: list[FamilyEdge] = []
     cut = 0
     for e in res.edges:
@@ -388,8 +399,8 @@ def build_families(
             confirmed=review.get((a, b)) == "confirm",
         )
         oa, ob = prov[a].origin_id, prov[b].origin_id
-        if trust_lineage and oa is not None and ob is not None and oa != ob:
-            overridden.append(fe)
+        if lineage_veto and kind == "near" and oa is not None and ob is not None and oa != ob:
+            vetoed.append(fe)
             continue
         if review.get((a, b)) == "split":
             cut += 1
@@ -464,7 +475,8 @@ def build_families(
         "near_edges": sum(1 for e in kept_edges if e.kind == "near"),
         "edges_depending_on_boilerplate": depended,
         "dropped_by_boilerplate": len(dropped),
-        "overridden_by_lineage": len(overridden),
+        "lineage_veto": lineage_veto,
+        "lineage_vetoed_edges": _vetoed_summary(vetoed, id_list),
         "cut_by_review": cut,
         "reviewer_confirmed_families": sum(1 for f in families if f.confirmed),
         "flagged_families": sum(1 for f in families if f.flags),
@@ -473,4 +485,14 @@ def build_families(
         "threshold": t,
         "config_fingerprint": res.config_fingerprint,
     }
-    return FamilyResult(n, families, family_of, prov, listed, overridden, dropped, cut, stats)
+    return FamilyResult(n, families, family_of, prov, listed, vetoed, dropped, cut, stats)
+
+
+def _vetoed_summary(vetoed: Sequence[FamilyEdge], ids: Sequence[Any]) -> dict[str, Any]:
+    """How many text edges ``lineage_veto`` removed, with the highest-scoring ones
+    as examples (the likeliest copies the veto hid)."""
+    top = sorted(vetoed, key=lambda e: (-(e.score or 0.0), e.a, e.b))[:5]
+    return {
+        "count": len(vetoed),
+        "examples": [{"a": ids[e.a], "b": ids[e.b], "score": e.score} for e in top],
+    }
