@@ -47,6 +47,16 @@ ONE_ARG: dict[str, Callable[[Any], Any]] = {
     "pick_width": nv.pick_width,
     "weighted_bags": lambda x: nv.weighted_bags([x]),
     "verify_pairs sets": lambda x: neardup.verify_pairs(x, [0], [1]),
+    "candidate_probability": lambda x: neardup.candidate_probability(x, 4, 2),
+    "candidate_probability bands": lambda x: neardup.candidate_probability(0.5, x, 2),
+    "default_layout": lambda x: neardup.default_layout(x, 128),
+    "default_layout num_perm": lambda x: neardup.default_layout(0.8, x),
+    "optimal_params near": lambda x: neardup.optimal_params(
+        near=x, far=0.3, recall=0.95, far_budget=10, n=100, max_perm=16
+    ),
+    "optimal_params n": lambda x: neardup.optimal_params(
+        near=0.8, far=0.3, recall=0.95, far_budget=10, n=x, max_perm=16
+    ),
 }
 
 TWO_ARGS: dict[str, Callable[[Any, Any], Any]] = {
