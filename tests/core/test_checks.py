@@ -1,5 +1,4 @@
-"""Plain values checked into InvalidConfig (core/checks.py) and signatures read
-from hex (core/hexsig.py)."""
+"""Plain values of the public helpers checked into InvalidConfig (core/checks.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from hypothesis import strategies as st
 
 from neardup import InvalidConfig
 from neardup.core.checks import check_float, check_int, check_positions, hash_array
-from neardup.core.hexsig import signature_bytes
 
 
 @pytest.mark.parametrize("bad", [None, "1", True, float("nan"), float("inf"), [1.0]])
@@ -39,26 +37,3 @@ def test_check_positions_refuses_out_of_range_and_non_integers() -> None:
     for bad in ([5], [-1], [0.5], [[0]], "0", None):
         with pytest.raises(InvalidConfig, match=r"positions in \[0, 5\)"):
             check_positions("a", bad, 5)
-
-
-@given(st.binary(max_size=64), st.sampled_from(["", "0x", "0X"]), st.booleans())
-def test_signature_bytes_reads_what_hex_wrote(data: bytes, prefix: str, upper: bool) -> None:
-    text = data.hex().upper() if upper else data.hex()
-    assert signature_bytes("s", prefix + text) == data
-    assert signature_bytes("s", data) == data
-
-
-@pytest.mark.parametrize(
-    ("value", "item", "match"),
-    [
-        ("9f3", 1, "not a hex string"),
-        ("9g", 1, "not a hex string"),
-        ("9f 3a", 1, "spaces"),
-        ("9f3a00", 4, "not a multiple of 4"),
-        (12, 1, "not a hex string or bytes"),
-    ],
-)
-def test_signature_bytes_refuses_bad_text(value: object, item: int, match: str) -> None:
-    with pytest.raises(InvalidConfig, match=match) as info:
-        signature_bytes("signature", value, item_bytes=item)  # type: ignore[arg-type]
-    assert "fix:" in str(info.value)

@@ -105,12 +105,20 @@ def weighted_bags(
     names: list[bytes] = []
     sizes = np.empty(len(bags), dtype=np.int64)
     wts: list[float] = []
-    for d, bag in enumerate(bags):
-        _check_bag(f"bags[{d}]", bag)
-        sizes[d] = len(bag)
-        names.extend(t.encode("utf-8", "surrogatepass") for t in bag)
-        wts.extend(float(v) for v in bag.values())
-    w = np.asarray(wts, dtype=np.float64)
+    try:  # checked only when this fails: the loop is the cost of a large batch
+        for d, bag in enumerate(bags):
+            sizes[d] = len(bag)
+            names.extend(t.encode("utf-8", "surrogatepass") for t in bag)
+            wts.extend(bag.values())
+        w = np.asarray(wts, dtype=np.float64)
+        if w.shape != (len(names),):
+            raise ValueError("a weight is not one number")
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        for d, bag in enumerate(bags):
+            _check_bag(f"bags[{d}]", bag)
+        raise InvalidConfig(
+            "bags", shown(bags), "has a weight that is not a number", "pass numeric weights"
+        ) from None
     if not np.all(np.isfinite(w)):
         bad = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(~np.isfinite(w))[0], "right"))
         raise ZeroVector(bad, "has a NaN or infinite weight")
