@@ -49,6 +49,7 @@ from neardup.core.persist import read_container, write_container
 from neardup.graph.cluster import Cluster, Edge, build_clusters
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _bandjoin as KB
+from neardup.kernels import _signatures as KS
 from neardup.kernels._unionfind import UnionFind
 from neardup.sketch.minhash import Signature, SignatureSet
 from neardup.text.hashing import SchemeDescriptor
@@ -217,8 +218,11 @@ class LSHIndex:
         return (k for k, alive in zip(self._keys, self._alive, strict=True) if alive)
 
     def _band_keys(self, sig: npt.NDArray[np.uint32]) -> list[int]:
-        # The one band-key function (what `neardup signatures` exports, too).
-        return [int(v) for v in SignatureSet(sig[None, :], self.scheme).band_keys()[0]]
+        # The kernel and seed of SignatureSet.band_keys, which `neardup signatures`
+        # exports (tests/batch/test_sigexport.py checks that the two agree).
+        out = np.empty((1, self.scheme.bands), dtype=np.uint64)
+        KS.band_keys(sig[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(0), out)
+        return [int(v) for v in out[0]]
 
     def _check(self, sig: Signature) -> None:
         self.scheme.require_same(sig.scheme)
