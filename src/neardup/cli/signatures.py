@@ -10,7 +10,6 @@ import click
 
 from neardup.cli._clihelp import SIGNATURES_SECTIONS, SectionedCommand
 from neardup.cli.common import (
-    OVERWRITE_OPTION,
     common_options,
     config_from,
     errors,
@@ -28,7 +27,7 @@ __all__ = ["signatures"]
 @click.option(
     "--output", "-o", required=True, help="Parquet file to write (id, signature, band_0...)."
 )
-@OVERWRITE_OPTION
+@click.option("--overwrite", is_flag=True, help="Replace an existing output file.")
 @common_options
 def signatures(inputs: tuple[str, ...], output: str, overwrite: bool, **opts: Any) -> None:
     """Write each record's MinHash signature and LSH band keys to a Parquet file.
