@@ -94,7 +94,14 @@ def test_every_exception_is_in_one_tree() -> None:
 
 FACADES = {
     "neardup.service": {"Service", "ServiceConfig", "Tenant", "TenantConfig", "NotFound"},
-    "neardup.vectors": {"HyperplaneHasher", "VectorConfig", "find_vector_duplicates"},
+    "neardup.vectors": {
+        "HyperplaneHasher",
+        "VectorConfig",
+        "angular_distance",
+        "cosine_from_hamming",
+        "hamming_distance",
+        "find_vector_duplicates",
+    },
     "neardup.testing": {"synthetic_documents", "plant_near_duplicates", "stdlib_paragraphs"},
 }
 

@@ -107,3 +107,41 @@ def test_run_options_are_validated(kwargs: dict[str, object], field: str) -> Non
     with pytest.raises(TypeError):
         RunOptions(1 << 30)  # type: ignore[misc]
     assert RunOptions().memory_limit == 4 << 30 and RunOptions().workers is None
+
+
+def test_max_document_bytes_does_what_the_config_docstring_says() -> None:
+    """Each path named in Config's docstring treats a too-large document as said."""
+    from neardup import (
+        DocumentTooLarge,
+        MinHasher,
+        dedup_records,
+        find_duplicates,
+        hash_documents,
+        unique_records,
+    )
+    from neardup.batch.online import Deduplicator
+    from neardup.batch.sigexport import signature_table
+
+    cfg = Config(max_document_bytes=40, threshold=0.5)
+    small, big = "a b c d e f g h i", "word " * 20
+    res = find_duplicates([small, big, small, big], config=cfg)
+    assert res.too_large.tolist() == [1, 3]
+    assert res.stats["too_large"] == 2
+    assert 1 in res.kept and 3 in res.kept  # kept, never compared to each other
+    kept, _ = dedup_records([{"text": big}, {"text": big}], config=cfg)
+    assert kept == [0, 1]
+    recs = [{"text": big}, {"text": big}, {"text": small}, {"text": small}]
+    assert list(unique_records(recs, config=cfg)) == recs[:3]
+    assert signature_table([big], [0], cfg).column("skipped").to_pylist() == ["too_large"]
+    mh = MinHasher(cfg)
+    for call in (
+        lambda: mh.signature(big),
+        lambda: mh.signature(big.encode()),
+        lambda: mh.signatures([small, big]),
+        lambda: hash_documents([big], cfg),
+        lambda: Deduplicator(cfg).add("x", big),
+        lambda: Deduplicator(cfg).query(big),
+    ):
+        with pytest.raises(DocumentTooLarge, match="over the limit of 40"):
+            call()
+    assert len(mh.signature(small.encode())) == cfg.num_perm  # under the limit: signed

@@ -17,6 +17,7 @@ from neardup import (
     MinHasher,
     SchemeMismatch,
     ShingleSpec,
+    Signature,
     hash_documents,
 )
 from neardup.sketch.minhash import permutation_params
@@ -166,3 +167,51 @@ def test_bbit_debiased_estimate(b: int) -> None:
     assert all(errors)
     with pytest.raises(InvalidConfig):
         ss.to_bbit(3)
+
+
+# -- signatures as hex and bytes -----------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.integers(0, 2**32 - 1), min_size=8, max_size=8),
+    prefix=st.sampled_from(["", "0x", "0X", " "]),
+    upper=st.booleans(),
+)
+def test_hex_round_trips(rows: list[int], prefix: str, upper: bool) -> None:
+    scheme = MinHasher(Config(num_perm=8, bands=2)).scheme
+    sig = Signature(np.array(rows, dtype=np.uint32), scheme)
+    text = sig.hex()
+    assert len(text) == 8 * 8 and text == text.lower()
+    back = Signature.from_hex(prefix + (text.upper() if upper else text), scheme)
+    assert back.values.tolist() == rows and back.scheme == scheme
+    assert Signature.from_bytes(sig.to_bytes(), scheme).values.tolist() == rows
+    assert bytes.fromhex(text) == sig.to_bytes()
+
+
+def test_hex_of_a_computed_signature_keeps_its_estimates() -> None:
+    mh = MinHasher(Config())
+    a = mh.signature("the quick brown fox jumps over the lazy dog")
+    b = mh.signature("the quick brown fox jumps over the lazy dog today")
+    a2 = Signature.from_hex(a.hex(), mh.scheme)
+    assert a2.similarity(b) == a.similarity(b)
+    assert [a2.band_hash(i) for i in range(4)] == [a.band_hash(i) for i in range(4)]
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("zz" * 32, "not a hex string"),
+        ("abc", "not a hex string"),
+        ("00" * 31, "not a multiple of 4"),
+        ("00" * 28, "num_perm=8"),
+        ("0000 0000" * 4, "spaces"),
+    ],
+)
+def test_bad_hex_is_refused_with_the_fix(text: str, match: str) -> None:
+    scheme = MinHasher(Config(num_perm=8, bands=2)).scheme
+    with pytest.raises(InvalidConfig, match=match) as info:
+        Signature.from_hex(text, scheme)
+    assert "fix:" in str(info.value)
+    with pytest.raises(InvalidConfig):
+        Signature.from_bytes(b"\x00" * 12, scheme)

@@ -19,6 +19,8 @@ from neardup import (
 from neardup.vectors import (
     HyperplaneHasher,
     PStableHasher,
+    VectorSignatures,
+    angular_distance,
     cosine_from_hamming,
     hamming_distance,
     hyperplane_collision,
@@ -295,3 +297,77 @@ def test_resolve_keeps_every_field_it_does_not_fill() -> None:
     for f in fields(VectorConfig):
         if getattr(cfg, f.name) is not None and f.name != "bits":
             assert getattr(r, f.name) == getattr(cfg, f.name), f.name
+
+
+# -- angular distance ------------------------------------------------------------
+
+
+def test_angular_distance_endpoints_and_scale() -> None:
+    assert angular_distance([1.0, 0.0], [3.0, 0.0]) == 0.0
+    assert angular_distance([1.0, 0.0], [0.0, 2.0]) == pytest.approx(0.5)
+    assert angular_distance([1.0, 0.0], [-1.0, 0.0]) == pytest.approx(1.0)
+    assert angular_distance([1.0, 1.0], [100.0, 100.0]) == pytest.approx(0.0, abs=1e-7)
+    with pytest.raises(ZeroVector):
+        angular_distance([0.0, 0.0], [1.0, 0.0])
+    with pytest.raises(InvalidConfig, match="dimensions differ"):
+        angular_distance([1.0, 0.0], [1.0, 0.0, 0.0])
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), dim=st.integers(2, 12))
+def test_differing_bits_over_bits_estimate_the_angular_distance(seed: int, dim: int) -> None:
+    rng = np.random.default_rng(seed)
+    x, y = rng.standard_normal(dim), rng.standard_normal(dim)
+    bits = 4096
+    a, b = HyperplaneHasher(dim=dim, bits=bits, seed=seed % 1000).signatures(np.stack([x, y])).data
+    d = angular_distance(x, y)
+    se = math.sqrt(max(d * (1 - d), 1e-9) / bits)
+    assert abs(hamming_distance(a, b) / bits - d) <= 6 * se + 1e-9
+    # and the cosine read back from the bits is the cosine of that angle
+    est = cosine_from_hamming(hamming_distance(a, b), bits)
+    assert est == pytest.approx(math.cos(math.pi * hamming_distance(a, b) / bits))
+
+
+# -- signatures as hex and bytes -------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    words=st.lists(
+        st.lists(st.integers(0, 2**64 - 1), min_size=2, max_size=2), min_size=1, max_size=5
+    )
+)
+def test_vector_signature_hex_round_trips(words: list[list[int]]) -> None:
+    sigs = VectorSignatures(np.array(words, dtype=np.uint64), "bits", 128, "fp")
+    texts = [sigs.hex(i) for i in range(len(sigs))]
+    assert all(len(t) == 32 for t in texts)
+    back = VectorSignatures.from_hex(texts, like=sigs)
+    assert back.data.tolist() == words and back.fingerprint == "fp" and back.kind == "bits"
+    raw = [bytes.fromhex(t) for t in texts]
+    assert VectorSignatures.from_hex(raw, like=sigs).data.tolist() == words
+    for i in range(len(sigs)):
+        for j in range(len(sigs)):
+            want = hamming_distance(sigs.data[i], sigs.data[j])
+            assert hamming_distance(texts[i], texts[j]) == want
+            assert hamming_distance(bytes.fromhex(texts[i]), sigs.data[j]) == want
+
+
+def test_hamming_distance_of_hex_strings() -> None:
+    assert hamming_distance("9f3a", "9f2b") == 2
+    assert hamming_distance("0x9f3a", b"\x9f\x3a") == 0
+    with pytest.raises(InvalidConfig, match="lengths in bytes differ"):
+        hamming_distance("9f3a", "9f3a00")
+    with pytest.raises(InvalidConfig, match="not a hex string"):
+        hamming_distance("9f3a", "9f3g")
+    with pytest.raises(InvalidConfig, match="one signature"):
+        hamming_distance("9f3a", np.zeros((2, 1), dtype=np.uint64))
+
+
+def test_vector_signatures_hex_refuses_a_bad_row() -> None:
+    sigs = VectorSignatures(np.zeros((2, 2), dtype=np.uint64), "bits", 128, "fp")
+    with pytest.raises(InvalidConfig, match="out of range"):
+        sigs.hex(2)
+    with pytest.raises(InvalidConfig, match="2 words"):
+        VectorSignatures.from_hex(["00" * 8], like=sigs)
+    with pytest.raises(InvalidConfig, match="multiple of 8"):
+        VectorSignatures.from_hex(["00" * 9], like=sigs)

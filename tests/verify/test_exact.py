@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from neardup import Config, ShingleSpec, hash_documents, jaccard, verify_pairs
+from neardup import Config, InvalidConfig, ShingleSpec, hash_documents, jaccard, verify_pairs
 
 _sets = st.sets(st.integers(0, 2**64 - 1), max_size=40)
 
@@ -34,3 +35,26 @@ def test_verify_pairs_matches_python(texts: list[str]) -> None:
         sx, sy = set(sets.get(int(x)).tolist()), set(sets.get(int(y)).tolist())
         ref = len(sx & sy) / len(sx | sy) if sx | sy else 0.0
         assert j == ref
+
+
+@pytest.mark.parametrize("bad", [["a", "b"], [-1, 2], [[1, 2]], [1.5], None, "abc", [2**64]])
+def test_jaccard_refuses_what_is_not_hashes(bad: object) -> None:
+    with pytest.raises(InvalidConfig, match="64-bit hashes") as info:
+        jaccard(bad, [1, 2])  # type: ignore[arg-type]
+    assert "fix: pass shingle hashes" in str(info.value)
+
+
+def test_jaccard_takes_hashes_past_2_to_the_63() -> None:
+    big = 2**64 - 1
+    assert jaccard({0, big}, [big, 0, 0]) == 1.0
+    assert jaccard(iter([big, 3]), (3,)) == 0.5
+
+
+def test_verify_pairs_refuses_positions_outside_the_sets() -> None:
+    sets = hash_documents(["a b c d e f", "a b c d e f g"], Config())
+    with pytest.raises(InvalidConfig, match=r"positions in \[0, 2\)"):
+        verify_pairs(sets, [0], [2])
+    with pytest.raises(InvalidConfig, match="lengths differ"):
+        verify_pairs(sets, [0, 1], [1])
+    with pytest.raises(InvalidConfig, match="ShingleSets"):
+        verify_pairs([[1, 2]], [0], [0])  # type: ignore[arg-type]

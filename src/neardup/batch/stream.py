@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from neardup.batch.pipeline import Deduplicator, find_duplicates
-from neardup.core._errors import EmptyDocument, InputError
+from neardup.core._errors import DocumentTooLarge, EmptyDocument, InputError
 from neardup.core.config import Config
 from neardup.graph.cluster import Cluster
 from neardup.text.hashing import HashKey
@@ -53,12 +53,19 @@ def unique_records(
     key: HashKey | None = None,
     keep_empty: bool = True,
 ) -> Iterator[Mapping[str, Any]]:
-    """Yield the records that are not near duplicates of an earlier yielded record."""
+    """Yield the records that are not near duplicates of an earlier yielded record.
+
+    A record over ``max_document_bytes`` is yielded and never compared (as the
+    batch form keeps it); an empty one is yielded when ``keep_empty``.
+    """
     d = Deduplicator(config or Config(), key=key)
     for i, rec in enumerate(records):
         text = _text(rec, text_field, i)
         try:
             matches = d.query(text)
+        except DocumentTooLarge:
+            yield rec
+            continue
         except EmptyDocument:
             if keep_empty:
                 yield rec

@@ -16,6 +16,7 @@ from neardup.cli.evaluate import eval_cmd
 from neardup.cli.lineage import audit, split
 from neardup.cli.params import params
 from neardup.cli.service import apikey, repair, route, serve
+from neardup.cli.signatures import signatures
 from neardup.core.procenv import process_defaults
 
 __all__ = ["main"]
@@ -37,5 +38,17 @@ def main(ctx: click.Context) -> None:
         start_numba()
 
 
-for _command in (dedup, compile_cmd, params, audit, split, eval_cmd, serve, apikey, repair, route):
+for _command in (
+    dedup,
+    compile_cmd,
+    params,
+    audit,
+    split,
+    eval_cmd,
+    signatures,
+    serve,
+    apikey,
+    repair,
+    route,
+):
     main.add_command(_command)

@@ -17,6 +17,7 @@ import click
 __all__ = [
     "DEDUP_SECTIONS",
     "EVAL_SECTIONS",
+    "SIGNATURES_SECTIONS",
     "SectionedCommand",
     "audit_sections",
     "split_sections",
@@ -82,6 +83,14 @@ EVAL_SECTIONS: Sections = (
     ("Input", ("text_field", "id_field", "skip_bad")),
     ("What is a duplicate", _TEXT_DUPLICATE),
     ("Outputs", ("as_json", "quiet")),
+    ("Performance", _PERFORMANCE),
+)
+
+
+SIGNATURES_SECTIONS: Sections = (
+    ("Input", ("text_field", "id_field", "skip_bad")),
+    ("Signatures and bands", _TEXT_DUPLICATE),
+    ("Outputs", ("output", "overwrite", "quiet")),
     ("Performance", _PERFORMANCE),
 )
 

@@ -28,7 +28,15 @@ __all__ = [
     "TenantUnavailable",
     "Unauthorized",
     "ZeroVector",
+    "shown",
 ]
+
+
+def shown(value: Any, limit: int = 80) -> Any:
+    """``value`` as an error message shows it: itself when its repr is short, else
+    its repr cut to ``limit`` characters (a long signature or list stays readable)."""
+    r = repr(value)
+    return value if len(r) <= limit else r[: limit - 3] + "..."
 
 
 class NeardupError(Exception):

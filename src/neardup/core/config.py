@@ -170,7 +170,19 @@ class Config:
         max_bucket_size: an index bucket stops growing at this size (overflow counted).
         verify: ``exact`` (default) or ``estimate`` (signature agreement; results
             are labelled as estimates everywhere).
-        max_document_bytes: larger documents raise DocumentTooLarge (10 MiB).
+        max_document_bytes: the largest document compared, in bytes of its
+            normalized UTF-8 text (10 MiB).  What happens to a larger one depends
+            on the path.  The batch paths never compare it and keep it:
+            ``find_duplicates``, ``dedup_records``, ``filter_dataset``,
+            ``run_dedup`` and ``neardup dedup`` count and list it
+            (``DedupResult.too_large``, ``stats["too_large"]``); ``neardup
+            audit`` and ``eval``, built on ``find_duplicates``, never pair it;
+            ``neardup signatures`` writes it without a signature (``skipped``);
+            ``unique_records`` yields it without indexing it.  The calls on one
+            document or one batch raise :class:`~neardup.DocumentTooLarge`:
+            ``MinHasher.signature`` (raw ``bytes`` count as given) and
+            ``signatures``, ``hash_documents``, ``Deduplicator.add``/``query``;
+            the service answers such an item with a ``reject`` decision naming it.
 
     How a run works (memory limit, worker threads, out-of-core working files) is
     not part of it: that is :class:`RunOptions`.

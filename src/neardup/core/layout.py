@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from neardup.core._errors import InvalidConfig, NoFeasibleParameters
+from neardup.core.checks import check_float, check_int
 
 __all__ = [
     "Layout",
@@ -28,6 +29,11 @@ __all__ = [
 
 def candidate_probability(s: float, bands: int, rows: int) -> float:
     """Probability that a pair of Jaccard similarity ``s`` shares at least one band."""
+    if type(s) is not float or type(bands) is not int or type(rows) is not int:
+        # Checked off the hot path (the layout searches call this with exact types).
+        s = check_float("s", s, "pass 0 <= s <= 1")
+        bands = check_int("bands", bands, 1, 1 << 40, "use positive integers")
+        rows = check_int("rows", rows, 1, 1 << 40, "use positive integers")
     if not 0.0 <= s <= 1.0:
         raise InvalidConfig("s", s, "a similarity must be in [0, 1]", "pass 0 <= s <= 1")
     if bands < 1 or rows < 1:
@@ -57,6 +63,11 @@ def default_layout(threshold: float, num_perm: int, *, recall: float = 0.995) ->
     >>> default_layout(0.8, 128)
     (21, 6)
     """
+    threshold = check_float("threshold", threshold, "use e.g. 0.8")
+    num_perm = check_int("num_perm", num_perm, 1, 1 << 20, "use e.g. 128")
+    recall = check_float("recall", recall, "use e.g. 0.995")
+    if not 0.0 <= threshold <= 1.0:
+        raise InvalidConfig("threshold", threshold, "must be in [0, 1]", "use e.g. 0.8")
     best: tuple[float, int, int] | None = None
     fallback: tuple[float, int, int] | None = None
     for r in range(1, num_perm + 1):
@@ -109,6 +120,12 @@ def optimal_params(
     ...                max_perm=100)
     Layout(bands=8, rows=5, p_near=0.958..., p_far=0.0192..., expected_far_candidates=19...)
     """
+    near = check_float("near", near, "e.g. near=0.8")
+    far = check_float("far", far, "e.g. far=0.3")
+    recall = check_float("recall", recall, "e.g. recall=0.95")
+    far_budget = check_float("far_budget", far_budget, "e.g. far_budget=20000")
+    n = check_int("n", n, 1, 1 << 62, "e.g. n=1000000")
+    max_perm = check_int("max_perm", max_perm, 1, 1 << 16, "e.g. max_perm=128")
     if not 0.0 <= far < near <= 1.0:
         raise InvalidConfig(
             "near/far", (near, far), "need 0 <= far < near <= 1", "e.g. near=0.8, far=0.3"

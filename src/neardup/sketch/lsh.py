@@ -218,6 +218,8 @@ class LSHIndex:
         return (k for k, alive in zip(self._keys, self._alive, strict=True) if alive)
 
     def _band_keys(self, sig: npt.NDArray[np.uint32]) -> list[int]:
+        # The kernel and seed of SignatureSet.band_keys, which `neardup signatures`
+        # exports (tests/batch/test_sigexport.py checks that the two agree).
         out = np.empty((1, self.scheme.bands), dtype=np.uint64)
         KS.band_keys(sig[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(0), out)
         return [int(v) for v in out[0]]

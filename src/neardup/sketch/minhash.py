@@ -39,8 +39,9 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import EmptyDocument, InvalidConfig, SchemeMismatch
+from neardup.core._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
 from neardup.core.config import Config
+from neardup.core.hexsig import signature_bytes
 from neardup.kernels import _signatures as KS
 from neardup.text.hashing import (
     HashKey,
@@ -126,7 +127,48 @@ class Signature:
         return int(out[0, i])
 
     def to_bytes(self) -> bytes:
+        """The rows as little-endian ``uint32``, 4 bytes each (what :meth:`from_bytes` reads)."""
         return self.values.astype("<u4").tobytes()
+
+    def hex(self) -> str:
+        """:meth:`to_bytes` as lowercase hex, 8 digits a row (what :meth:`from_hex` reads).
+
+        >>> from neardup import Config, MinHasher
+        >>> s = MinHasher(Config(num_perm=4, bands=2)).signature("a b c d e f")
+        >>> Signature.from_hex(s.hex(), s.scheme).similarity(s)
+        1.0
+        """
+        return self.to_bytes().hex()
+
+    @classmethod
+    def from_bytes(cls, data: bytes, scheme: SchemeDescriptor) -> Signature:
+        """The signature of ``scheme`` whose :meth:`to_bytes` is ``data``.
+
+        Raises InvalidConfig when ``data`` does not hold ``scheme.num_perm`` rows.
+        """
+        raw = signature_bytes("signature", data, item_bytes=4)
+        return cls._of(raw, scheme)
+
+    @classmethod
+    def from_hex(cls, text: str, scheme: SchemeDescriptor) -> Signature:
+        """The signature of ``scheme`` whose :meth:`hex` is ``text``.
+
+        Raises InvalidConfig on text that is not hex, or not ``scheme.num_perm`` rows.
+        """
+        raw = signature_bytes("signature", text, item_bytes=4)
+        return cls._of(raw, scheme)
+
+    @classmethod
+    def _of(cls, raw: bytes, scheme: SchemeDescriptor) -> Signature:
+        rows = len(raw) // 4
+        if rows != scheme.num_perm:
+            raise InvalidConfig(
+                "signature",
+                f"{rows} rows",
+                f"the scheme has num_perm={scheme.num_perm} rows",
+                "pass a signature computed under this scheme",
+            )
+        return cls(np.frombuffer(raw, dtype="<u4").astype(np.uint32), scheme)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -257,9 +299,12 @@ class MinHasher:
     def signature(self, doc: str | bytes) -> Signature:
         """Signature of one document given as text (normalized) or raw bytes (as is).
 
-        Raises EmptyDocument when the document has no shingle.
+        Raises EmptyDocument when the document has no shingle, DocumentTooLarge
+        when it is over ``max_document_bytes`` (text: normalized UTF-8; bytes: as given).
         """
         if isinstance(doc, bytes):
+            if len(doc) > self.config.max_document_bytes:
+                raise DocumentTooLarge(None, len(doc), self.config.max_document_bytes)
             sets = hash_encoded(EncodedTexts.from_bytes([doc]), self.config, self.key, self.scheme)
         else:
             sets = hash_documents([doc], self.config, key=self.key)

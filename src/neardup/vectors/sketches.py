@@ -45,14 +45,17 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import InvalidConfig, ZeroVector
+from neardup.core._errors import InvalidConfig, ZeroVector, shown
 from neardup.core._fingerprint import fingerprint
+from neardup.core.hexsig import signature_bytes
 from neardup.kernels import _vkernels as V
 from neardup.vectors.vconfig import MAX_BITS, VectorConfig, check_pos_int
 from neardup.vectors.vlayout import (
@@ -69,6 +72,7 @@ __all__ = [
     "PStableHasher",
     "VectorConfig",
     "VectorSignatures",
+    "angular_distance",
     "cosine_from_hamming",
     "hamming_distance",
     "hyperplane_collision",
@@ -100,7 +104,12 @@ def normalize_vector(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
     >>> normalize_vector([3.0, 4.0])
     array([0.6, 0.8])
     """
-    x = np.asarray(v, dtype=np.float64)
+    try:
+        x = np.asarray(v, dtype=np.float64)
+    except (ValueError, TypeError, OverflowError):
+        raise InvalidConfig(
+            "vector", shown(v), "is not an array of numbers", "pass one vector of floats"
+        ) from None
     if x.ndim != 1 or x.size == 0:
         raise InvalidConfig("vector", x.shape, "must be a non-empty 1-D array", "pass one vector")
     if not np.all(np.isfinite(x)):
@@ -111,11 +120,49 @@ def normalize_vector(v: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return x / n
 
 
-def hamming_distance(a: npt.ArrayLike, b: npt.ArrayLike) -> Any:
-    """Differing bits of packed signatures (``uint64`` words): an int for two 1-D
-    signatures, an array of ints for two (n, words) arrays row by row."""
-    x = np.asarray(a, dtype=np.uint64)
-    y = np.asarray(b, dtype=np.uint64)
+def _words(name: str, v: npt.ArrayLike) -> npt.NDArray[np.uint64]:
+    try:
+        x = np.asarray(v)
+        if x.dtype.kind not in "uib" or (x.dtype.kind == "i" and x.size and int(x.min()) < 0):
+            raise ValueError
+        return x.astype(np.uint64)
+    except (ValueError, TypeError, OverflowError):
+        raise InvalidConfig(
+            name,
+            shown(v),
+            "is not a packed signature (non-negative integer words, a hex string or bytes)",
+            "pass VectorSignatures.data rows, or the text VectorSignatures.hex() gave",
+        ) from None
+
+
+def _text_sig(v: object) -> bool:
+    return isinstance(v, str | bytes | bytearray | memoryview)
+
+
+def hamming_distance(a: npt.ArrayLike | str | bytes, b: npt.ArrayLike | str | bytes) -> Any:
+    """Differing bits of packed signatures: an int for two 1-D signatures, an array
+    of ints for two (n, words) arrays row by row.
+
+    A signature is ``uint64`` words (a row of :attr:`VectorSignatures.data`), a hex
+    string (:meth:`VectorSignatures.hex`) or bytes; the two must be of one length.
+    Anything else raises :class:`~neardup.InvalidConfig`.
+
+    >>> hamming_distance("9f3a", "9f2b")
+    2
+    """
+    if _text_sig(a) or _text_sig(b):
+        x8 = _sig_bytes("a", a)
+        y8 = _sig_bytes("b", b)
+        if x8.shape != y8.shape:
+            raise InvalidConfig(
+                "signatures",
+                (x8.shape[0], y8.shape[0]),
+                "lengths in bytes differ",
+                "compare signatures of one scheme (same bits)",
+            )
+        return int(np.bitwise_count(np.bitwise_xor(x8, y8)).sum())
+    x = _words("a", a)
+    y = _words("b", b)
     if x.shape != y.shape:
         raise InvalidConfig(
             "signatures", (x.shape, y.shape), "shapes differ", "compare signatures of one scheme"
@@ -124,6 +171,46 @@ def hamming_distance(a: npt.ArrayLike, b: npt.ArrayLike) -> Any:
     if z.ndim <= 1:
         return int(z.sum())
     return z.sum(axis=-1)
+
+
+def _sig_bytes(name: str, v: object) -> npt.NDArray[np.uint8]:
+    if _text_sig(v):
+        raw = signature_bytes(name, v)  # type: ignore[arg-type]
+    else:
+        w = _words(name, v)  # type: ignore[arg-type]
+        if w.ndim != 1:
+            raise InvalidConfig(
+                name, w.shape, "must be one signature to compare with a hex string", "pass one row"
+            )
+        raw = w.astype("<u8").tobytes()
+    return np.frombuffer(raw, dtype=np.uint8)
+
+
+def angular_distance(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
+    """The angle between two vectors over π, in [0, 1]: 0 same direction, 0.5
+    orthogonal, 1 opposite (exact, float64).
+
+    It is the probability that one random hyperplane separates them, so the
+    fraction of differing SimHash bits, ``hamming_distance(a, b) / bits``, is an
+    unbiased estimate of it (standard error sqrt(d(1−d)/bits)); the cosine
+    estimate from those bits is :func:`cosine_from_hamming`.  Scale is ignored;
+    a zero or non-finite vector raises :class:`~neardup.ZeroVector`, vectors of
+    different lengths :class:`~neardup.InvalidConfig`.
+
+    >>> angular_distance([1.0, 0.0], [0.0, 2.0])
+    0.5
+    """
+    u = normalize_vector(x)
+    v = normalize_vector(y)
+    if u.shape != v.shape:
+        raise InvalidConfig(
+            "vectors",
+            (u.shape[0], v.shape[0]),
+            "dimensions differ",
+            "pass two vectors of one dimension",
+        )
+    c = min(1.0, max(-1.0, float(np.dot(u, v))))
+    return math.acos(c) / math.pi
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -141,6 +228,41 @@ class VectorSignatures:
 
     def __iter__(self) -> Any:
         return iter(self.data)
+
+    def hex(self, i: int) -> str:
+        """Signature ``i`` as hex: its words little-endian, 16 digits a word (what
+        :meth:`from_hex` and :func:`hamming_distance` read).
+
+        >>> s = HyperplaneHasher(dim=2, bits=64, seed=1).signatures([[1.0, 2.0]])
+        >>> VectorSignatures.from_hex([s.hex(0)], like=s).data.tolist() == s.data.tolist()
+        True
+        """
+        n = len(self)
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not -n <= i < n:
+            raise InvalidConfig("i", i, f"out of range for {n} signatures", f"use 0 <= i < {n}")
+        return str(self.data[i].astype("<u8").tobytes().hex())
+
+    @classmethod
+    def from_hex(cls, rows: Sequence[str | bytes], *, like: VectorSignatures) -> VectorSignatures:
+        """Signatures given as hex strings (or bytes), one per row, of the scheme of
+        ``like`` (its kind, width and fingerprint).
+
+        Raises :class:`~neardup.InvalidConfig` on text that is not hex or rows that
+        do not hold as many words as ``like``'s.
+        """
+        words = int(like.data.shape[1]) if like.data.ndim == 2 else 0
+        out = np.empty((len(rows), words), dtype=np.uint64)
+        for r, text in enumerate(rows):
+            raw = signature_bytes("signature", text, item_bytes=8)
+            if len(raw) != 8 * words:
+                raise InvalidConfig(
+                    "signature",
+                    f"row {r}: {len(raw) // 8} words",
+                    f"the scheme's signatures have {words} words",
+                    "pass signatures of this scheme, as .hex() gave them",
+                )
+            out[r] = np.frombuffer(raw, dtype="<u8")
+        return cls(out, like.kind, like.width, like.fingerprint)
 
 
 def _as_matrix(X: npt.ArrayLike, dim: int | None) -> npt.NDArray[np.floating[Any]]:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from neardup.core._errors import InvalidConfig
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
+from neardup.core.checks import check_float, check_int
 from neardup.kernels import _vkernels as V
 from neardup.sketch.lsh import candidate_probability
 from neardup.vectors.vlayout import (
@@ -37,15 +38,7 @@ MAX_BITS = 16384
 
 def check_pos_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
     """Raise :class:`InvalidConfig` unless ``value`` is an int (not a bool) in [lo, hi]."""
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidConfig(name, value, f"must be an integer in [{lo}, {hi}]", fix)
-
-
-def check_float(name: str, value: object, fix: str) -> float:
-    """``value`` as a float; :class:`InvalidConfig` unless it is a finite number."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InvalidConfig(name, value, "must be a finite number", fix)
-    return float(value)
+    check_int(name, value, lo, hi, fix)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

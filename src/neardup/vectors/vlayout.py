@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from neardup.core._errors import InvalidConfig, NoFeasibleParameters
+from neardup.core._errors import InvalidConfig, NoFeasibleParameters, shown
+from neardup.core.checks import check_float, check_int
 from neardup.sketch.lsh import Layout, candidate_probability
 
 __all__ = [
@@ -36,7 +37,9 @@ def cosine_from_hamming(h: float, bits: int) -> float:
     Monotone decreasing in ``h``; it is an estimate (standard error of the angle
     about π·sqrt(p(1−p)/bits)), never a verification.
     """
-    if bits < 1 or not 0 <= h <= bits:
+    bits = check_int("bits", bits, 1, 1 << 40, "pass the signature's bit count")
+    h = check_float("h", h, "pass a Hamming distance")
+    if not 0 <= h <= bits:
         raise InvalidConfig("h/bits", (h, bits), "need 0 <= h <= bits, bits >= 1", "check inputs")
     return math.cos(math.pi * h / bits)
 
@@ -44,7 +47,7 @@ def cosine_from_hamming(h: float, bits: int) -> float:
 def hyperplane_collision(cosine: float) -> float:
     """Probability that one random hyperplane puts both vectors on the same side:
     1 − arccos(cosine)/π."""
-    c = min(1.0, max(-1.0, float(cosine)))
+    c = min(1.0, max(-1.0, check_float("cosine", cosine, "pass a cosine in [-1, 1]")))
     return 1.0 - math.acos(c) / math.pi
 
 
@@ -54,6 +57,8 @@ def pstable_collision(distance: float, width: float, *, p: int = 2) -> float:
 
     Decreasing in ``distance``; 1 at distance 0 (Datar, Immorlica, Indyk, Mirrokni 2004).
     """
+    width = check_float("width", width, "use pick_width(radius)")
+    distance = check_float("distance", distance, "pass a distance")
     if width <= 0:
         raise InvalidConfig("width", width, "must be > 0", "use pick_width(radius)")
     if distance < 0:
@@ -132,6 +137,20 @@ def vector_layout(
     >>> (lay.bands, lay.rows, round(lay.p_near, 4))
     (61, 16, 0.9952)
     """
+    if not isinstance(metric, str) or metric not in ("cosine", "l2", "l1", "weighted_jaccard"):
+        raise InvalidConfig(
+            "metric", shown(metric), "unknown metric", "use cosine, l2, l1 or weighted_jaccard"
+        )
+    threshold = check_float("threshold", threshold, "pass the near-duplicate threshold")
+    far = check_float("far", far, "pass the far point")
+    recall = check_float("recall", recall, "use e.g. 0.995")
+    far_budget = check_float("far_budget", far_budget, "use e.g. 10")
+    n = check_int("n", n, 1, 1 << 62, "pass the number of items, e.g. 1000000")
+    max_hashes = check_int("max_hashes", max_hashes, 1, 1 << 20, "use e.g. 4096")
+    if width is not None:
+        width = check_float("width", width, "use pick_width(radius)")
+    if metric in ("l2", "l1") and width is None:
+        raise InvalidConfig("width", width, f"needed for {metric}", "use pick_width(radius)")
     p_near, p_far = collisions(metric, threshold, far, width)
     if not p_far < p_near:
         raise NoFeasibleParameters(
@@ -198,6 +217,10 @@ def pick_width(
     >>> 0.5 <= w <= 16
     True
     """
+    radius = check_float("radius", radius, "pass the near-duplicate distance")
+    far_factor = check_float("far_factor", far_factor, "use e.g. 2")
+    if p not in (1, 2):
+        raise InvalidConfig("p", shown(p), "only l1 and l2", "use p=1 or p=2")
     if not radius > 0:
         raise InvalidConfig("radius", radius, "must be > 0", "pass the near-duplicate distance")
     if not far_factor > 1:

@@ -25,6 +25,7 @@ Example (the four vectors of the design notes):
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import InvalidConfig, ZeroVector
+from neardup.core._errors import InvalidConfig, ZeroVector, shown
+from neardup.core.checks import check_positions
 from neardup.graph.cluster import Cluster, Deduplicated, Edge, Match, group_clusters
 from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _hashes as KH
@@ -96,14 +98,27 @@ def weighted_bags(
     >>> bool(np.array_equal(b.tokens[:2], b.tokens[2:]))
     True
     """
+    if isinstance(bags, str | bytes | Mapping) or not isinstance(bags, Sequence):
+        raise InvalidConfig(
+            "bags", shown(bags), "is not a sequence of bags", "pass a list of {feature: weight}"
+        )
     names: list[bytes] = []
     sizes = np.empty(len(bags), dtype=np.int64)
     wts: list[float] = []
-    for d, bag in enumerate(bags):
-        sizes[d] = len(bag)
-        names.extend(t.encode("utf-8", "surrogatepass") for t in bag)
-        wts.extend(bag.values())
-    w = np.asarray(wts, dtype=np.float64)
+    try:  # checked only when this fails: the loop is the cost of a large batch
+        for d, bag in enumerate(bags):
+            sizes[d] = len(bag)
+            names.extend(t.encode("utf-8", "surrogatepass") for t in bag)
+            wts.extend(bag.values())
+        w = np.asarray(wts, dtype=np.float64)
+        if w.shape != (len(names),):
+            raise ValueError("a weight is not one number")
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        for d, bag in enumerate(bags):
+            _check_bag(f"bags[{d}]", bag)
+        raise InvalidConfig(
+            "bags", shown(bags), "has a weight that is not a number", "pass numeric weights"
+        ) from None
     if not np.all(np.isfinite(w)):
         bad = int(np.searchsorted(np.cumsum(sizes), np.flatnonzero(~np.isfinite(w))[0], "right"))
         raise ZeroVector(bad, "has a NaN or infinite weight")
@@ -126,12 +141,29 @@ def weighted_bags(
     return SparseBags(toks[order], w[order], indptr, key.key_id if key else None)
 
 
+def _check_bag(name: str, bag: object) -> None:
+    """A bag is a mapping of feature names (str) to real weights."""
+    ok = isinstance(bag, Mapping) and all(
+        isinstance(k, str) and isinstance(v, numbers.Real) and not isinstance(v, bool)
+        for k, v in bag.items()
+    )
+    if not ok:
+        raise InvalidConfig(
+            name,
+            shown(bag),
+            "is not a bag of features (a mapping of str to a number)",
+            'pass e.g. {"red": 1.0, "shoe": 2.0}',
+        )
+
+
 def weighted_jaccard(a: Mapping[str, float], b: Mapping[str, float]) -> float:
     """Exact weighted Jaccard Σ min / Σ max over non-negative weights (0.0 if both empty).
 
     >>> weighted_jaccard({"a": 2, "b": 1}, {"a": 1, "c": 1})
     0.25
     """
+    _check_bag("a", a)
+    _check_bag("b", b)
     if any(v < 0 for v in a.values()) or any(v < 0 for v in b.values()):
         raise InvalidConfig(
             "weights", "negative", "weighted Jaccard needs weights >= 0", "use cosine"
@@ -178,7 +210,14 @@ class VectorDedupResult(Deduplicated):
 
 
 def _check_dense(X: npt.ArrayLike, metric: str) -> tuple[npt.NDArray[Any], npt.NDArray[np.float64]]:
-    A = np.asarray(X)
+    try:
+        A = np.asarray(X)
+        if A.dtype.kind not in "uifb":
+            raise TypeError
+    except (ValueError, TypeError, OverflowError):
+        raise InvalidConfig(
+            "vectors", shown(X), "is not an (n, dim) array of numbers", "stack vectors of floats"
+        ) from None
     if A.ndim != 2 or A.shape[0] == 0 or A.shape[1] == 0:
         raise InvalidConfig(
             "vectors", A.shape, "must be a non-empty (n, dim) array", "stack vectors"
@@ -396,11 +435,15 @@ def vector_scores(
     >>> vector_scores([[1, 0], [1, 1]], [0], [1]).round(4).tolist()
     [0.7071]
     """
-    if metric not in METRIC_CODES:
-        raise InvalidConfig("metric", metric, "unknown metric", "use cosine, l2 or l1")
+    if not isinstance(metric, str) or metric not in METRIC_CODES:
+        raise InvalidConfig("metric", shown(metric), "unknown metric", "use cosine, l2 or l1")
     A, norms = _check_dense(vectors, metric)
-    aa = np.ascontiguousarray(a, dtype=np.int64)
-    bb = np.ascontiguousarray(b, dtype=np.int64)
+    aa = check_positions("a", a, A.shape[0])
+    bb = check_positions("b", b, A.shape[0])
+    if aa.shape != bb.shape:
+        raise InvalidConfig(
+            "a/b", (aa.shape[0], bb.shape[0]), "lengths differ", "pass one b for every a"
+        )
     out = np.empty(aa.shape[0], dtype=np.float64)
     z8 = np.zeros(1, dtype=np.uint64)
     V.score_pairs(

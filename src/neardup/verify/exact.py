@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core._errors import InvalidConfig
+from neardup.core.checks import check_positions, hash_array
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _exact as KX
 from neardup.text.hashing import ShingleSets
@@ -29,9 +31,15 @@ __all__ = ["PairScores", "jaccard", "verify_pairs"]
 def jaccard(
     a: Iterable[int] | npt.NDArray[np.uint64], b: Iterable[int] | npt.NDArray[np.uint64]
 ) -> float:
-    """Exact Jaccard of two collections of hashes (duplicates ignored; 0.0 if both empty)."""
-    x = np.unique(np.asarray(list(a) if not isinstance(a, np.ndarray) else a, dtype=np.uint64))
-    y = np.unique(np.asarray(list(b) if not isinstance(b, np.ndarray) else b, dtype=np.uint64))
+    """Exact Jaccard of two collections of hashes (duplicates ignored; 0.0 if both empty).
+
+    The hashes are integers in [0, 2**64) (shingle hashes, e.g. ``ShingleSets.get(i)``);
+    anything else — strings, nested lists, negative numbers — raises
+    :class:`~neardup.InvalidConfig` (to compare texts, hash them first with
+    :func:`neardup.hash_documents`).
+    """
+    x = np.unique(hash_array("a", a))
+    y = np.unique(hash_array("b", b))
     inter = int(KA.intersect_count(x, 0, x.shape[0], y, 0, y.shape[0]))
     union = x.shape[0] + y.shape[0] - inter
     return inter / union if union else 0.0
@@ -60,9 +68,31 @@ class PairScores:
 
 
 def verify_pairs(sets: ShingleSets, a: npt.ArrayLike, b: npt.ArrayLike) -> PairScores:
-    """Exact intersection/union of many pairs at once (parallel kernel)."""
-    aa = np.ascontiguousarray(a, dtype=np.int64)
-    bb = np.ascontiguousarray(b, dtype=np.int64)
+    """Exact intersection/union of many pairs at once (parallel kernel).
+
+    ``a`` and ``b`` are positions in ``sets`` of equal length; anything else raises
+    :class:`~neardup.InvalidConfig` before the kernel runs.
+
+    >>> from neardup import Config
+    >>> from neardup.text.hashing import hash_documents
+    >>> sets = hash_documents(["a b c d e f", "a b c d e f g"], Config())
+    >>> verify_pairs(sets, [0], [1]).jaccard.round(4).tolist()   # 2 of 3 word 5-grams
+    [0.6667]
+    """
+    if not isinstance(sets, ShingleSets):
+        raise InvalidConfig(
+            "sets",
+            type(sets).__name__,
+            "is not ShingleSets",
+            "pass hash_documents(texts, config)",
+        )
+    n = len(sets)
+    aa = check_positions("a", a, n)
+    bb = check_positions("b", b, n)
+    if aa.shape != bb.shape:
+        raise InvalidConfig(
+            "a/b", (aa.shape[0], bb.shape[0]), "lengths differ", "pass one b for every a"
+        )
     inter = np.empty(aa.shape[0], dtype=np.int64)
     union = np.empty(aa.shape[0], dtype=np.int64)
     if aa.size:

@@ -1,0 +1,39 @@
+"""Plain values of the public helpers checked into InvalidConfig (core/checks.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from neardup import InvalidConfig
+from neardup.core.checks import check_float, check_int, check_positions, hash_array
+
+
+@pytest.mark.parametrize("bad", [None, "1", True, float("nan"), float("inf"), [1.0]])
+def test_check_float_refuses_what_is_not_a_finite_number(bad: object) -> None:
+    with pytest.raises(InvalidConfig, match="finite number"):
+        check_float("x", bad, "pass a number")
+
+
+def test_check_float_and_int_take_numpy_scalars() -> None:
+    assert check_float("x", np.float32(0.5), "") == 0.5
+    assert check_int("n", np.int64(7), 1, 10, "") == 7
+    with pytest.raises(InvalidConfig, match=r"integer in \[1, 10\]"):
+        check_int("n", 11, 1, 10, "use fewer")
+    with pytest.raises(InvalidConfig):
+        check_int("n", True, 0, 10, "")
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=20))
+def test_hash_array_keeps_every_64_bit_value(values: list[int]) -> None:
+    assert hash_array("a", values).tolist() == values
+    assert hash_array("a", iter(values)).tolist() == values
+
+
+def test_check_positions_refuses_out_of_range_and_non_integers() -> None:
+    assert check_positions("a", np.array([0, 4], dtype=np.uint32), 5).dtype == np.int64
+    for bad in ([5], [-1], [0.5], [[0]], "0", None):
+        with pytest.raises(InvalidConfig, match=r"positions in \[0, 5\)"):
+            check_positions("a", bad, 5)
