@@ -51,6 +51,7 @@ __all__ = [
 
 _WORD = re.compile(r"\w+")
 _MAX_BLOCKS = 50
+_BIT = (1 << np.arange(8)).astype(np.uint8)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -250,6 +251,15 @@ class EvalIndex:
             starts = np.empty(0, np.int64)
         self.keys = hashes[starts]
         self.indptr = np.append(starts, hashes.size).astype(np.int64)
+        # A bitmap of the keys' top bits, about 32 bits per key: one memory access
+        # rules out most training n-grams before the binary search.
+        log2 = int(min(max(int(self.keys.size * 32).bit_length(), 16), 32))
+        self._shift = np.uint64(64 - log2)
+        slot = self.keys >> self._shift
+        self._bitmap = np.zeros(1 << (log2 - 3), dtype=np.uint8)
+        np.bitwise_or.at(
+            self._bitmap, (slot >> np.uint64(3)).astype(np.int64), _BIT[(slot & np.uint64(7))]
+        )
         self._grams: dict[int, _Grams] = {}
 
     @classmethod
@@ -267,7 +277,7 @@ class EvalIndex:
         ok: list[EvalItem] = []
         short: list[EvalItem] = []
         for name, ident, text in items:
-            words = sum(1 for _ in _WORD.finditer(norm(text)))
+            words = len(_WORD.findall(norm(text)))
             dest = ok if words >= cfg.ngram else short
             dest.append(EvalItem(name, ident, text, len(dest)))
         config = cfg.hashing()
@@ -312,12 +322,16 @@ class EvalIndex:
         if not self.keys.size or not sets.data.size:
             return empty, empty
         data = sets.data
-        pos = np.searchsorted(self.keys, data)
+        slot = data >> self._shift
+        maybe = np.flatnonzero(self._bitmap[slot >> np.uint64(3)] & _BIT[slot & np.uint64(7)])
+        sub = data[maybe]
+        pos = np.searchsorted(self.keys, sub)
         pos[pos == self.keys.size] = 0
-        hit = self.keys[pos] == data
+        hit = self.keys[pos] == sub
         if not hit.any():
             return empty, empty
-        doc = np.repeat(owner, sets.sizes())[hit]
+        at = maybe[hit]
+        doc = owner[np.searchsorted(sets.indptr, at, side="right") - 1]
         h = pos[hit].astype(np.int64)
         if owner.size and np.any(owner[1:] == owner[:-1]):
             # A windowed document: an n-gram in two overlapping windows counts once.
