@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup import InvalidConfig
+from neardup import InputError, InvalidConfig
 from neardup.lineage.decontam import DecontamConfig
 from neardup.lineage.decontam_job import eval_set_name, run_decontaminate
 from neardup.testing import synthetic_documents
@@ -184,3 +184,24 @@ def test_memory_does_not_grow_with_the_corpus(tmp_path: Path) -> None:
         peaks[mb] = got["after_kib"]
     # 56 MiB more input: well under 16 MiB more peak memory.
     assert peaks[64] - peaks[8] < 16 * 1024, peaks
+
+
+def test_zstd_shards_and_bad_records(tmp_path: Path) -> None:
+    zstandard = pytest.importorskip("zstandard")
+    recs = training(30, seed=8)
+    lines = [json.dumps(r).encode() for r in recs]
+    src = tmp_path / "a.jsonl.zst"
+    src.write_bytes(zstandard.ZstdCompressor().compress(b"\n".join(lines) + b"\n"))
+    bad = tmp_path / "b.jsonl"
+    bad.write_text('{"text": "fine words here"}\n{not json\n')
+    ev = write_eval(tmp_path / "bench.jsonl", ITEMS, "b")
+    out = tmp_path / "out"
+    res = run_decontaminate(
+        [str(src), str(bad)], [("b", str(ev))], str(out), eval_text_field="q", skip_bad=True
+    )
+    assert (res.documents, res.removed, res.bad) == (31, 3, 1)
+    clean = zstandard.ZstdDecompressor().stream_reader((out / "clean" / "a.jsonl.zst").open("rb"))
+    assert clean.read() == b"".join(ln + b"\n" for i, ln in enumerate(lines) if i % 10 != 3)
+    assert (out / "clean" / "b.jsonl").read_text() == '{"text": "fine words here"}\n'
+    with pytest.raises(InputError):
+        run_decontaminate([str(bad)], [("b", str(ev))], None, eval_text_field="q")
