@@ -53,7 +53,7 @@ from neardup.core._errors import InputError
 from neardup.core._posix import peak_rss_bytes
 from neardup.core.ids import json_id
 from neardup.io.corpus import read_corpus
-from neardup.io.inputs import detect_format, strip_compression
+from neardup.io.inputs import detect_format, resolve_inputs, strip_compression
 from neardup.io.jsonl import fast_loads, iter_jsonl
 from neardup.lineage.decontam import DecontamConfig, EvalIndex, Match, run_key
 from neardup.lineage.decontam_report import render_html
@@ -286,7 +286,7 @@ def _load_eval(
                 path, None, f"two evaluation sets are named {name!r}", "name them NAME=PATH"
             )
         corpus = read_corpus(
-            [path],
+            resolve_inputs([path]),
             text_field=text_field,
             id_field=id_field,
             skip_bad=skip_bad,
