@@ -72,6 +72,11 @@ class DecontamConfig:
     * ``window_chars``: a longer document is hashed in windows of this many
       characters overlapping by ``overlap_chars`` (an n-gram longer than the
       overlap could be missed by the lookup; none of 13 words is).
+
+    Memory: hashing holds one batch (about 10 bytes per character of it); the
+    exact check of a candidate record holds its offset map and n-gram strings
+    (on the order of 100 bytes per character of that record), so one very
+    large contaminated record costs that much once.
     """
 
     ngram: int = 13
