@@ -180,3 +180,19 @@ def test_multilingual_benchmark_quick_run(tmp_path: Path) -> None:
     assert data["planted_total"]["planted"] == planted > 0
     assert set(data["per_lang"]) == {"zh_Hans", "ja", "th", "ru", "de", "en"}
     assert data["library_throughput"]["cjk"]["mb_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_decontaminate_benchmark_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "d.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "bench_decontaminate.py"), "--quick",
+            "--datatrove-python", str(tmp_path / "none"), "--out", str(out)]
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads(out.read_text())
+    runs, planted = data["runs"], data["data"]
+    nd = runs["neardup"]
+    # Every item pasted unedited is found, and nothing else.
+    unedited = planted["planted"] - planted["planted_edited"]
+    assert nd["planted_found"] - nd["planted_edited_found"] == unedited
+    assert nd["flagged_not_planted"] == 0
+    assert runs["neardup_xxh64"]["flagged"] == nd["flagged"]

@@ -3,7 +3,8 @@
 Exit codes: 0 success; 1 unexpected error; 2 usage error or invalid parameter;
 3 bad input data (``repair``: the tenant is damaged); 4 I/O problem (unreadable
 input, existing output); 5 memory limit; 6 leakage found (``audit
---fail-on-leakage``); 130 and 143 a ``dedup`` stopped by SIGINT and SIGTERM.
+--fail-on-leakage``); 7 contamination found (``decontaminate
+--fail-on-contamination``); 130 and 143 a ``dedup`` stopped by SIGINT and SIGTERM.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import click
 
 from neardup.cli.common import Main
+from neardup.cli.decontaminate import decontaminate
 from neardup.cli.dedup import compile_cmd, dedup
 from neardup.cli.evaluate import eval_cmd
 from neardup.cli.lineage import audit, split
@@ -44,6 +46,7 @@ for _command in (
     params,
     audit,
     split,
+    decontaminate,
     eval_cmd,
     signatures,
     serve,
