@@ -29,16 +29,15 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from neardup.core._errors import InvalidConfig, MemoryLimitExceeded, NeardupIOError
+from neardup.core._errors import InvalidConfig, MemoryLimitExceeded
 from neardup.core.config import Config
 from neardup.core.ids import unique_ids
-from neardup.core.persist import fsync_dir
+from neardup.core.persist import atomic_file
 from neardup.io.corpus import Corpus, in_memory_plan, read_corpus
 from neardup.sketch.minhash import MinHasher
 from neardup.text.hashing import hash_texts
@@ -156,35 +155,21 @@ def export_signatures(
     ids = list(corpus.ids)
     unique_ids(ids, 0, _where(corpus), rename=False)
     mh = MinHasher(config)
-    directory = os.path.dirname(os.path.abspath(output))
     counts: dict[str, Any] = {"documents": len(corpus.texts), "empty": 0, "too_large": 0}
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-sigs-", suffix=".parquet", dir=directory)
-        os.close(fd)
-        try:
-            writer = None
-            for lo in range(0, max(len(corpus.texts), 1), BATCH):
-                table = signature_table(
-                    corpus.texts[lo : lo + BATCH], ids[lo : lo + BATCH], config, mh
-                )
-                skipped = table.column("skipped").to_pylist()
-                counts["empty"] += skipped.count("empty")
-                counts["too_large"] += skipped.count("too_large")
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)
-            if writer is not None:
-                writer.close()
-            with open(tmp, "rb+") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, output)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        fsync_dir(directory)
-    except OSError as exc:
-        raise NeardupIOError(output, exc) from exc
+    with atomic_file(output, suffix=".parquet") as tmp:
+        writer = None
+        for lo in range(0, max(len(corpus.texts), 1), BATCH):
+            table = signature_table(
+                corpus.texts[lo : lo + BATCH], ids[lo : lo + BATCH], config, mh
+            )
+            skipped = table.column("skipped").to_pylist()
+            counts["empty"] += skipped.count("empty")
+            counts["too_large"] += skipped.count("too_large")
+            if writer is None:
+                writer = pq.ParquetWriter(tmp, table.schema)
+            writer.write_table(table)
+        if writer is not None:
+            writer.close()
     scheme = mh.scheme
     counts.update(
         signed=counts["documents"] - counts["empty"] - counts["too_large"],

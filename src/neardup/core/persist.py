@@ -14,11 +14,13 @@ fsynced, renamed over the target, and the directory is fsynced.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import struct
 import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -27,7 +29,14 @@ import numpy.typing as npt
 from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.core._fingerprint import FORMAT_VERSION
 
-__all__ = ["atomic_write", "fsync_dir", "read_container", "read_format_file", "write_container"]
+__all__ = [
+    "atomic_file",
+    "atomic_write",
+    "fsync_dir",
+    "read_container",
+    "read_format_file",
+    "write_container",
+]
 
 MAGIC = b"NEARDUP\x00"
 _DIGEST = 32
@@ -36,13 +45,32 @@ _ALLOWED_DTYPES = {"<u1", "<u4", "<u8", "<i8", "|b1", "|u1"}
 
 def atomic_write(path: str, payload: bytes) -> None:
     """Write ``payload`` to ``path`` atomically and durably."""
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
+        fh.write(payload)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str, *, suffix: str = "") -> Iterator[str]:
+    """A temporary file beside ``path`` to write; when the block ends without an
+    error it is fsynced and renamed over ``path`` and the folder is fsynced, so
+    ``path`` is either the old file or the whole new one after a crash.  On an
+    error the temporary file is removed; an ``OSError`` becomes
+    :class:`~neardup.NeardupIOError` naming ``path``.
+
+    >>> import os, tempfile
+    >>> target = os.path.join(tempfile.mkdtemp(), "out.bin")
+    >>> with atomic_file(target) as tmp, open(tmp, "wb") as fh:
+    ...     _ = fh.write(b"data")
+    >>> open(target, "rb").read()
+    b'data'
+    """
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+        os.close(fd)
         try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(payload)
-                fh.flush()
+            yield tmp
+            with open(tmp, "rb+") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
         except BaseException:
