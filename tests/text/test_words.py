@@ -165,7 +165,10 @@ def test_compiled_tokenizer_equals_the_definition(k: int, tokenizer: int, texts:
 
 
 def test_one_edited_chinese_character_keeps_most_shingles() -> None:
-    a = "自然语言处理是计算机科学和人工智能的一个重要方向它研究人与计算机之间用自然语言进行有效通信的各种理论和方法"
+    a = (
+        "自然语言处理是计算机科学和人工智能的一个重要方向"
+        "它研究人与计算机之间用自然语言进行有效通信的各种理论和方法"
+    )
     b = a.replace("重", "主")
     assert a.count("重") == 1 and " " not in a
     new = hash_documents([a, b], Config())
