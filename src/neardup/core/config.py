@@ -377,14 +377,16 @@ class Config:
         out = []
         order = {name: i for i, name in enumerate(_FIELD_ORDER)}
         for name in sorted(set(mine) | set(theirs), key=lambda n: (order.get(n, len(order)), n)):
+            if name == "tokenizer" and not (name in mine and name in theirs):
+                continue  # one side has no words: its --shingle line says so
             if mine.get(name) != theirs.get(name):
                 label = f"--{name.replace('_', '-')}" if name in _CLI_FIELDS else name
                 line = f"{label}: {theirs.get(name)!r} in the index, {mine.get(name)!r} now"
-                if name == "tokenizer" and theirs.get(name) is not None:
+                if name == "tokenizer":
                     # The one change a default brought: say both ways out.
                     line += (
                         f" (pass --tokenizer {theirs[name]} to keep using the index, or "
-                        f"rebuild it with --tokenizer {mine.get(name, TOKENIZER)})"
+                        f"rebuild it with --tokenizer {mine[name]})"
                     )
                 out.append(line)
         return "; ".join(out)
