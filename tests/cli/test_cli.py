@@ -474,8 +474,9 @@ def test_tokenizer_option_chinese_edits_and_old_indexes(tmp_path: Path) -> None:
     )
     stats = json.loads((tmp_path / "old" / "stats.json").read_text())
     assert stats["near_duplicates"] == 0 and "tokenizer" not in stats["scheme"]
+    write_jsonl(tmp_path / "more.jsonl", [{"id": "d", "text": para}])
     refused = run(
-        *("dedup", str(tmp_path / "zh.jsonl"), "-o", str(tmp_path / "bad")),
+        *("dedup", str(tmp_path / "more.jsonl"), "-o", str(tmp_path / "bad")),
         *("--against", str(tmp_path / "idx")),
         check=False,
     )
@@ -483,6 +484,11 @@ def test_tokenizer_option_chinese_edits_and_old_indexes(tmp_path: Path) -> None:
     assert "--tokenizer: 1 in the index, 2 now (pass --tokenizer 1 to keep using the index" in (
         refused.stderr
     )
+    kept = run(
+        *("dedup", str(tmp_path / "more.jsonl"), "-o", str(tmp_path / "again")),
+        *("--against", str(tmp_path / "idx"), "--tokenizer", "1"),
+    )
+    assert "exact duplicates 1" in kept.stdout
     bad = run(
         *("dedup", str(tmp_path / "zh.jsonl"), "-o", str(tmp_path / "x"), "--tokenizer", "3"),
         check=False,
