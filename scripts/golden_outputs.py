@@ -31,6 +31,13 @@ Runs: ``dedup`` of the bundled sample (defaults, ``--method exact``, ``--keep
 longest``); ``dedup``, ``audit`` and ``split`` of a planted corpus of 3,000
 synthetic documents with split and origin fields; ``dedup --vectors`` of 2,000
 planted vectors; with ``--ray``, ``dedup --engine ray`` of the planted corpus.
+
+Text runs pass ``--tokenizer 1`` (the word tokenizer of the releases before
+tokenizer versions) to a neardup that has the option, so that a record pins the
+one behaviour that older checkouts (``--neardup-src``) and newer ones share.  The
+default tokenizer writes other scheme fingerprints into ``stats.json``, the
+report and saved indexes, and finds other words in text of scripts written
+without spaces.
 """
 
 from __future__ import annotations
@@ -183,6 +190,20 @@ def digests(out: Path, folder: Path) -> dict[str, str]:
     }
 
 
+def _legacy_tokenizer(env: dict[str, str], folder: Path) -> list[str]:
+    """``["--tokenizer", "1"]`` if the neardup that ``env`` runs has the option, else
+    none (a checkout from before tokenizer versions has only that tokenizer)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "neardup", "dedup", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env=env,
+        check=False,
+    )
+    return ["--tokenizer", "1"] if "--tokenizer" in proc.stdout else []
+
+
 def collect(
     *,
     input_path: Path | None = None,
@@ -223,9 +244,11 @@ def collect(
             "inputs": {k: hashlib.sha256(p.read_bytes()).hexdigest() for k, p in inputs.items()},
             "runs": {},
         }
+        legacy = _legacy_tokenizer(env, folder)
         for name, args in _runs(inputs, ray, vector_field):
             out = folder / name
-            cmd = [sys.executable, "-m", "neardup", *args, "--output", str(out), "--quiet"]
+            words = legacy if "--vectors" not in args else []
+            cmd = [sys.executable, "-m", "neardup", *args, *words, "--output", str(out), "--quiet"]
             progress(name)
             proc = subprocess.run(
                 cmd, capture_output=True, text=True, cwd=folder, env=env, check=False

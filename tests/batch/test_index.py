@@ -236,3 +236,34 @@ def test_a_keyed_index_needs_the_same_key() -> None:
         find_duplicates(
             ["a b c"], config=cfg, key=HashKey.derive(b"k" * 32, "tenant-b"), prior=index
         )
+
+
+def test_an_index_of_tokenizer_1_is_refused_by_the_new_default_with_both_ways_out(
+    tmp_path: Path,
+) -> None:
+    # What a release before tokenizer versions saved: options without a tokenizer.
+    legacy = Config(threshold=0.6, shingle=ShingleSpec(kind="word", k=1, tokenizer=1))
+    path = str(tmp_path / "old.ndx")
+    find_duplicates(["a b c d", "x y z"], config=legacy).to_index(["a", "b"]).save(path)
+    meta, arrays = read_container(path, "dedup-index")
+    assert "tokenizer" not in meta["config"]["shingle"] and "tokenizer" not in meta["scheme"]
+    new = Config(threshold=0.6, shingle=ShingleSpec(kind="word", k=1))
+    with pytest.raises(InvalidConfig) as err:
+        find_duplicates(["a b c d"], config=new, prior=DedupIndex.load(path))
+    assert (
+        "the index was built with other options (--tokenizer: 1 in the index, 2 now (pass "
+        "--tokenizer 1 to keep using the index, or rebuild it with --tokenizer 2))"
+    ) in str(err.value)
+    r = find_duplicates(["a b c d"], config=legacy, prior=DedupIndex.load(path))
+    assert r.duplicate_of.tolist()[-1] == 0
+    # Older still: no recorded options, only the scheme.
+    del meta["config"]
+    write_container(path, "dedup-index", meta, {k: np.array(v) for k, v in arrays.items()})
+    with pytest.raises(InvalidConfig) as err:
+        find_duplicates(["a b c d"], config=new, prior=DedupIndex.load(path))
+    assert "(--tokenizer: 1 in the index, 2 now)" in str(err.value)
+    assert "fix: pass --tokenizer 1 to keep using the index, or rebuild it with --tokenizer 2" in (
+        str(err.value)
+    )
+    r = find_duplicates(["a b c d"], config=legacy, prior=DedupIndex.load(path))
+    assert r.duplicate_of.tolist()[-1] == 0

@@ -450,3 +450,47 @@ def test_out_of_core_run_equals_in_memory_run(tmp_path: Path, texts: list[str]) 
     assert proc.returncode == 2, proc.stderr
     assert "in.parquet is parquet: only JSONL files are read out of core" in proc.stderr
     assert "fix: drop --spill (this run fits in memory" in proc.stderr
+
+
+@pytest.mark.slow
+def test_tokenizer_option_chinese_edits_and_old_indexes(tmp_path: Path) -> None:
+    para = (
+        "自然语言处理是计算机科学领域与人工智能领域中的一个重要方向。"
+        "它研究能实现人与计算机之间用自然语言进行有效通信的各种理论和方法。"
+    )
+    other = "今天天气很好，我们一起去公园散步，看见很多人在湖边钓鱼和聊天。"
+    recs = [
+        {"id": "a", "text": para},
+        {"id": "b", "text": para.replace("有效", "高效")},
+        {"id": "c", "text": other},
+    ]
+    write_jsonl(tmp_path / "zh.jsonl", recs)
+    run("dedup", str(tmp_path / "zh.jsonl"), "-o", str(tmp_path / "new"))
+    stats = json.loads((tmp_path / "new" / "stats.json").read_text())
+    assert stats["near_duplicates"] == 1 and stats["scheme"]["tokenizer"] == 2
+    run(
+        *("dedup", str(tmp_path / "zh.jsonl"), "-o", str(tmp_path / "old")),
+        *("--tokenizer", "1", "--save-index", str(tmp_path / "idx")),
+    )
+    stats = json.loads((tmp_path / "old" / "stats.json").read_text())
+    assert stats["near_duplicates"] == 0 and "tokenizer" not in stats["scheme"]
+    write_jsonl(tmp_path / "more.jsonl", [{"id": "d", "text": para}])
+    refused = run(
+        *("dedup", str(tmp_path / "more.jsonl"), "-o", str(tmp_path / "bad")),
+        *("--against", str(tmp_path / "idx")),
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "--tokenizer: 1 in the index, 2 now (pass --tokenizer 1 to keep using the index" in (
+        refused.stderr
+    )
+    kept = run(
+        *("dedup", str(tmp_path / "more.jsonl"), "-o", str(tmp_path / "again")),
+        *("--against", str(tmp_path / "idx"), "--tokenizer", "1"),
+    )
+    assert "exact duplicates 1" in kept.stdout
+    bad = run(
+        *("dedup", str(tmp_path / "zh.jsonl"), "-o", str(tmp_path / "x"), "--tokenizer", "3"),
+        check=False,
+    )
+    assert bad.returncode == 2 and "tokenizer" in bad.stderr

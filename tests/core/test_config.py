@@ -74,6 +74,7 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
         Config(shingle=ShingleSpec(kind="char", k=5)),
         Config(signature="oph"),
         Config(normalizer="raw"),
+        Config(shingle=ShingleSpec(tokenizer=1)),
     ):
         assert variant.fingerprint not in seen
         seen.add(variant.fingerprint)
@@ -81,7 +82,32 @@ def test_fingerprint_is_stable_and_sensitive() -> None:
     assert "memory_limit" not in Config().to_dict()
     # Pinned so that an accidental change of the canonical form is noticed.
     assert len(Config().fingerprint) == 16
-    assert Config().fingerprint == "b62de3e2cae7b7b8"
+    assert Config().fingerprint == "81b68449265e4fff"
+
+
+def test_fingerprints_of_older_releases_are_kept() -> None:
+    # The fingerprints the release before tokenizer versions gave these configs
+    # (Config() was the first): tokenizer 1 is what it did, and char and byte
+    # shingles have no tokenizer.
+    assert Config(shingle=ShingleSpec(tokenizer=1)).fingerprint == "b62de3e2cae7b7b8"
+    assert Config(shingle=ShingleSpec(kind="char", k=5)).fingerprint == "98c672ffdc4ee0d4"
+    assert Config(shingle=ShingleSpec(kind="byte", k=8)).fingerprint == "19fd00a75fb86184"
+    assert "tokenizer" not in Config(shingle=ShingleSpec(tokenizer=1)).to_dict()["shingle"]
+    assert Config().to_dict()["shingle"]["tokenizer"] == 2
+    assert "tokenizer" not in Config(shingle=ShingleSpec(kind="char", k=5)).to_dict()["shingle"]
+
+
+def test_differences_read_a_record_without_tokenizer_as_tokenizer_1() -> None:
+    old = Config(shingle=ShingleSpec(tokenizer=1))
+    recorded = old.result_fields()  # what an index saved by an older release holds
+    assert "tokenizer" not in recorded["shingle"]
+    assert old.differences(recorded) == ""
+    differ = Config().differences(recorded)
+    assert differ.startswith("--tokenizer: 1 in the index, 2 now")
+    assert "pass --tokenizer 1 to keep using the index, or rebuild it with --tokenizer 2" in differ
+    assert Config().differences(Config().result_fields()) == ""
+    char = Config(shingle=ShingleSpec(kind="char", k=5))
+    assert char.differences(char.result_fields()) == ""
 
 
 def test_layout_divisible_when_given() -> None:

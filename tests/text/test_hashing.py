@@ -126,10 +126,15 @@ _SPECS = [
     ShingleSpec(kind="char", k=4),
     ShingleSpec(kind="byte", k=5),
     ShingleSpec(kind="word", k=1),
+    ShingleSpec(kind="word", k=3, tokenizer=1),
 ]
 
 
-@pytest.mark.parametrize("spec", _SPECS, ids=str)
+def _spec_id(spec: ShingleSpec) -> str:
+    return f"{spec}@{spec.tokenizer}"
+
+
+@pytest.mark.parametrize("spec", _SPECS, ids=_spec_id)
 @given(texts=st.lists(st.text(max_size=40), min_size=1, max_size=5))
 def test_batch_hashes_equal_python_reference(spec: ShingleSpec, texts: list[str]) -> None:
     cfg = Config(shingle=spec)
@@ -145,10 +150,18 @@ def test_batch_hashes_equal_python_reference(spec: ShingleSpec, texts: list[str]
         assert sets.raw_counts[i] == len(ref)
 
 
-def test_words_are_unicode_word_tokens() -> None:
+def test_words_of_tokenizer_1_are_unicode_word_runs() -> None:
     text = "Ünïcode wörds, naïve café — 東京 2024_v2!"
     toks = re.findall(r"\w+", get_norm(text))
-    assert shingles(text, ShingleSpec(kind="word", k=1)) == toks
+    assert shingles(text, ShingleSpec(kind="word", k=1, tokenizer=1)) == toks
+    assert toks[4] == "東京"
+
+
+def test_words_of_the_default_tokenizer_split_unspaced_scripts() -> None:
+    text = "Ünïcode wörds, naïve café — 東京 2024_v2!"
+    assert shingles(text, ShingleSpec(kind="word", k=1)) == [
+        *("ünïcode", "wörds", "naïve", "café", "東", "京", "2024_v2"),
+    ]
 
 
 def get_norm(text: str) -> str:
@@ -201,7 +214,7 @@ def test_sets_take_and_jaccard() -> None:
     assert len(sub) == 2 and sub.get(1).tolist() == sets.get(0).tolist()
 
 
-@pytest.mark.parametrize("spec", _SPECS, ids=str)
+@pytest.mark.parametrize("spec", _SPECS, ids=_spec_id)
 def test_single_shingle_api_matches_batch(spec: ShingleSpec) -> None:
     cfg = Config(shingle=spec)
     text = "Über naïve café — 東京 2024 red fox runs"

@@ -72,3 +72,19 @@ def test_from_dict_refuses_what_is_not_a_descriptor() -> None:
     d["extra"] = 1
     with pytest.raises(InvalidConfig, match="not a scheme descriptor"):
         SchemeDescriptor.from_dict(d)
+
+
+def test_descriptors_record_the_tokenizer_only_when_not_legacy() -> None:
+    old = SchemeDescriptor.from_config(Config(shingle=ShingleSpec(tokenizer=1)))
+    new = SchemeDescriptor.from_config(Config())
+    char = SchemeDescriptor.from_config(Config(shingle=ShingleSpec(kind="char", k=5)))
+    # Records of tokenizer 1 and of char shingles are those older releases wrote.
+    assert "tokenizer" not in old.to_dict() and "tokenizer" not in char.to_dict()
+    assert new.to_dict()["tokenizer"] == 2
+    for d in (old, new, char):
+        assert SchemeDescriptor.from_dict(d.to_dict()) == d
+    assert old.set_fingerprint != new.set_fingerprint
+    with pytest.raises(SchemeMismatch, match="tokenizer: 2 vs 1"):
+        new.require_same(old, "a saved index and this run")
+    with pytest.raises(SchemeMismatch):
+        new.require_same_sets(old)

@@ -167,6 +167,19 @@ def find_duplicates(
                     f"the index was built with other options ({differ})",
                     "rerun with the index's options, or rebuild the index with these",
                 )
+        else:
+            old_words = prior.sets.scheme.tokenizer
+            if old_words != scheme.tokenizer and prior.sets.scheme.shingle == scheme.shingle:
+                # An index saved before options were recorded: its descriptor
+                # still tells the one default that changed.
+                raise InvalidConfig(
+                    "against",
+                    prior.config_fingerprint,
+                    f"the index was built with other options (--tokenizer: {old_words} in "
+                    f"the index, {scheme.tokenizer} now)",
+                    f"pass --tokenizer {old_words} to keep using the index, or rebuild it "
+                    f"with --tokenizer {scheme.tokenizer}",
+                )
         prior.sets.scheme.require_same(scheme, "a saved index and this run")
         if prior.config_fingerprint != cfg.fingerprint:
             raise InvalidConfig(

@@ -29,6 +29,7 @@ Sections = Sequence[tuple[str, Sequence[str]]]
 _TEXT_DUPLICATE = (
     "threshold",
     "shingle",
+    "tokenizer",
     "normalizer",
     "method",
     "num_perm",

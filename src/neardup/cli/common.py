@@ -179,6 +179,7 @@ class Progress:
 CONFIG_OPTIONS = (
     "threshold",
     "shingle",
+    "tokenizer",
     "normalizer",
     "num_perm",
     "bands",
@@ -196,7 +197,9 @@ def config_from(opts: dict[str, Any]) -> Config:
     o = {name: opts.pop(name) for name in CONFIG_OPTIONS}
     return Config(
         threshold=o["threshold"],
-        shingle=ShingleSpec.parse(o["shingle"], max_shingles=o["max_shingles"]),
+        shingle=ShingleSpec.parse(
+            o["shingle"], max_shingles=o["max_shingles"], tokenizer=o["tokenizer"]
+        ),
         normalizer=o["normalizer"],
         num_perm=o["num_perm"],
         bands=o["bands"],
@@ -247,6 +250,15 @@ common_options = options(
         default="word:5",
         show_default=True,
         help="Shingles: word:N, char:N or byte:N.",
+    ),
+    click.option(
+        "--tokenizer",
+        type=int,
+        default=2,
+        show_default=True,
+        help="Words of word shingles: 2 is script-aware (each Chinese, Japanese, Thai... "
+        "letter is a word); 1 is the tokenizer of older releases (maximal \\w runs), to "
+        "reproduce their runs and use their indexes.",
     ),
     click.option(
         "--normalizer",

@@ -85,6 +85,39 @@ def check_normalizer(name: str) -> tuple[str, int]:
     return base, known
 
 
+TOKENIZER_VERSIONS: dict[int, str] = {
+    1: "maximal runs of \\w (every release before tokenizer versions)",
+    2: "script-aware: one token per letter of scripts written without spaces",
+}
+"""The word tokenizers this release implements (defined in :mod:`neardup.text.words`)."""
+
+TOKENIZER = 2
+"""The word tokenizer of a :class:`ShingleSpec` that names none."""
+
+LEGACY_TOKENIZER = 1
+"""The word tokenizer of a record (saved index, signature set, tenant configuration,
+snapshot) that names none: such records were written before tokenizers had
+versions.  Records name any other tokenizer, and leave this one out, so that they
+stay byte-identical to what earlier releases wrote (fingerprints included)."""
+
+
+def check_tokenizer(value: object) -> int:
+    """The tokenizer version ``value`` names, or :class:`InvalidConfig`.
+
+    >>> check_tokenizer(1)
+    1
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value not in TOKENIZER_VERSIONS:
+        raise InvalidConfig(
+            "tokenizer",
+            value,
+            "unknown word tokenizer",
+            f"use {TOKENIZER} (script-aware, the default) or 1 (the tokenizer of older "
+            "releases, to reproduce their runs)",
+        )
+    return int(value)
+
+
 def _check_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidConfig(name, value, "must be an integer", fix)
@@ -96,8 +129,11 @@ def _check_int(name: str, value: object, lo: int, hi: int, fix: str) -> None:
 class ShingleSpec:
     """How a document becomes a set of shingles.
 
-    * ``kind="word"``: n-grams of Unicode word tokens (maximal runs of ``\\w``), joined
-      by one space before hashing;
+    * ``kind="word"``: n-grams of word tokens (:mod:`neardup.text.words`: a run of
+      letters and digits of a script written with spaces, or one letter of Chinese,
+      Japanese, Thai and the other scripts written without), joined by one space
+      before hashing; ``tokenizer`` picks the definition of a token (2, the default,
+      is script-aware; 1, maximal runs of ``\\w``, is the one of older releases);
     * ``kind="char"``: n-grams of Unicode code points;
     * ``kind="byte"``: k-grams of the UTF-8 bytes.
 
@@ -105,16 +141,22 @@ class ShingleSpec:
     document with no unit is empty.  At most ``max_shingles`` shingles are taken,
     the first ones in document order; truncation is reported.
 
-    ``ShingleSpec.parse("word:5")`` reads the CLI form.
+    ``ShingleSpec.parse("word:5")`` reads the CLI form.  ``tokenizer`` only
+    matters for word shingles; char and byte specs always hold :data:`TOKENIZER`.
     """
 
     kind: ShingleKind = "word"
     k: int = 5
     max_shingles: int = 1_000_000
+    tokenizer: int = TOKENIZER
 
     def __post_init__(self) -> None:
         if self.kind not in ("word", "char", "byte"):
             raise InvalidConfig("shingle.kind", self.kind, "unknown kind", "use word, char or byte")
+        check_tokenizer(self.tokenizer)
+        if self.kind != "word":
+            # No tokens: specs that differ only here are the same spec.
+            object.__setattr__(self, "tokenizer", TOKENIZER)
         _check_int("shingle.k", self.k, 1, 1024, "use a shingle size between 1 and 1024, e.g. 5")
         _check_int(
             "shingle.max_shingles",
@@ -125,7 +167,9 @@ class ShingleSpec:
         )
 
     @classmethod
-    def parse(cls, text: str, *, max_shingles: int = 1_000_000) -> ShingleSpec:
+    def parse(
+        cls, text: str, *, max_shingles: int = 1_000_000, tokenizer: int = TOKENIZER
+    ) -> ShingleSpec:
         if not isinstance(text, str):
             raise InvalidConfig(
                 "shingle", text, "must be a string KIND:K", "write e.g. word:5, char:5 or byte:8"
@@ -138,10 +182,23 @@ class ShingleSpec:
             )
         if kind not in ("word", "char", "byte"):
             raise InvalidConfig("shingle", text, f"unknown kind {kind!r}", "use word, char or byte")
-        return cls(kind=kind, k=int(k), max_shingles=max_shingles)  # type: ignore[arg-type]
+        return cls(
+            kind=kind,  # type: ignore[arg-type]
+            k=int(k),
+            max_shingles=max_shingles,
+            tokenizer=tokenizer,
+        )
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.k}"
+
+    def recorded(self) -> dict[str, Any]:
+        """The fields as records hold them: ``tokenizer`` only for word shingles of a
+        tokenizer other than :data:`LEGACY_TOKENIZER` (see there)."""
+        d: dict[str, Any] = {"kind": self.kind, "k": self.k, "max_shingles": self.max_shingles}
+        if self.kind == "word" and self.tokenizer != LEGACY_TOKENIZER:
+            d["tokenizer"] = self.tokenizer
+        return d
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -303,8 +360,11 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, layout resolved, and the format version (every field can
-        change a result: :meth:`result_fields` is this)."""
+        change a result: :meth:`result_fields` is this).  The shingle spec is
+        :meth:`ShingleSpec.recorded`: a config of tokenizer 1 has the fields and the
+        fingerprint it had before tokenizers had versions."""
         d = asdict(self)
+        d["shingle"] = self.shingle.recorded()
         d["bands"], d["rows"] = self.layout
         d["format_version"] = FORMAT_VERSION
         return d
@@ -329,9 +389,18 @@ class Config:
         out = []
         order = {name: i for i, name in enumerate(_FIELD_ORDER)}
         for name in sorted(set(mine) | set(theirs), key=lambda n: (order.get(n, len(order)), n)):
+            if name == "tokenizer" and not (name in mine and name in theirs):
+                continue  # one side has no words: its --shingle line says so
             if mine.get(name) != theirs.get(name):
                 label = f"--{name.replace('_', '-')}" if name in _CLI_FIELDS else name
-                out.append(f"{label}: {theirs.get(name)!r} in the index, {mine.get(name)!r} now")
+                line = f"{label}: {theirs.get(name)!r} in the index, {mine.get(name)!r} now"
+                if name == "tokenizer":
+                    # The one change a default brought: say both ways out.
+                    line += (
+                        f" (pass --tokenizer {theirs[name]} to keep using the index, or "
+                        f"rebuild it with --tokenizer {mine[name]})"
+                    )
+                out.append(line)
         return "; ".join(out)
 
 
@@ -371,6 +440,7 @@ _CLI_FIELDS = frozenset(
         "threshold",
         "normalizer",
         "shingle",
+        "tokenizer",
         "max_shingles",
         "seed",
         "signature",
@@ -384,19 +454,24 @@ _CLI_FIELDS = frozenset(
 
 
 _FIELD_ORDER = (
-    *("threshold", "shingle", "max_shingles", "normalizer", "hash_algorithm", "seed"),
+    *("threshold", "shingle", "tokenizer", "max_shingles", "normalizer", "hash_algorithm"),
+    "seed",
     *("signature", "num_perm", "bands", "rows", "recall_target", "max_candidates"),
     *("max_bucket_size", "verify", "max_document_bytes", "format_version"),
 )
 
 
 def _flat(d: dict[str, Any]) -> dict[str, Any]:
-    """``shingle`` as the option spells it (``word:5``) and its ``max_shingles`` apart."""
+    """``shingle`` as the option spells it (``word:5``), its ``max_shingles`` and (word
+    shingles only) its ``tokenizer`` apart; a record naming no tokenizer has the
+    legacy one."""
     out = dict(d)
     sh = out.pop("shingle", None)
     if isinstance(sh, dict):
         out["shingle"] = f"{sh.get('kind')}:{sh.get('k')}"
         out["max_shingles"] = sh.get("max_shingles")
+        if sh.get("kind") == "word":
+            out["tokenizer"] = sh.get("tokenizer", LEGACY_TOKENIZER)
     elif sh is not None:
         out["shingle"] = sh
     return out

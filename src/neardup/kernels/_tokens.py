@@ -86,39 +86,44 @@ def _ascii_tokens(buf, s, e, word_table, starts, ends):
 
 
 @kernel(inline="always")
+def _char_class(buf, p, word_table, nw):
+    """(class, UTF-8 length) of the character at ``buf[p]``: ``word_table``'s value
+    for it (0 for a code point past the table)."""
+    b0 = buf[p]
+    if b0 < 0x80:
+        return word_table[b0], 1
+    n = _utf8_len(b0)
+    cp = _utf8_decode(buf, p, n)
+    return (word_table[cp] if cp < nw else 0), n
+
+
+@kernel(inline="always")
 def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
     """Tokens of UTF-8 text: each is hashed into ``th`` (the first ``need``) as
-    soon as its end is found, while its bytes are in cache; returns the count."""
+    soon as its end is found, while its bytes are in cache; returns the count.
+
+    ``word_table`` classes (see ``neardup.text.words``): 1 word characters form
+    runs, 2 characters are tokens by themselves, 3 marks continue the token before
+    them (and are skipped where none is open), 0 ends a token.  A table of 0 and 1
+    only (tokenizer 1) gives maximal runs of word characters.
+    """
     nw = word_table.shape[0]
     ntok = 0
     p = s
     while p < e:
-        b0 = buf[p]
-        if b0 < 0x80:
-            if word_table[b0] == 0:
-                p += 1
-                continue
-            n = 1
-        else:
-            n = _utf8_len(b0)
-            cp = _utf8_decode(buf, p, n)
-            if not (cp < nw and word_table[cp] != 0):
-                p += n
-                continue
+        c, n = _char_class(buf, p, word_table, nw)
+        if c == 0 or c == 3:
+            p += n
+            continue
         t0 = p
         p += n
         while p < e:
-            b0 = buf[p]
-            if b0 < 0x80:
-                if word_table[b0] == 0:
-                    break
-                p += 1
+            c2, n2 = _char_class(buf, p, word_table, nw)
+            # A run takes word characters and marks; a character of class 2 only marks.
+            if c2 == 3 or (c2 == 1 and c == 1):
+                p += n2
             else:
-                n = _utf8_len(b0)
-                cp = _utf8_decode(buf, p, n)
-                if not (cp < nw and word_table[cp] != 0):
-                    break
-                p += n
+                break
         t1 = p if p < e else e
         if ntok < need:
             th[ntok] = hash_span(buf, t0, t1 - t0, algo, seed, k0, k1)
@@ -166,7 +171,8 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
             a = starts[i]
             out[o + i] = hash_span(buf, a, starts[i + span] - a, algo, seed, k0, k1)
         return nsh, trunc
-    # KIND_WORD: maximal runs of word characters (Python's ``\w`` for str).
+    # KIND_WORD: the tokens of ``word_table`` (see :func:`_utf8_tokens`); ASCII
+    # characters are word characters or not (classes 1 and 0), never more.
     need = max_sh + k  # tokens past this only count towards truncation
     ntok = _ascii_tokens(buf, s, e, word_table, pa, pb)
     if ntok >= 0:

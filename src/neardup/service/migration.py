@@ -310,12 +310,13 @@ class Migration:
                 )
             mine, live_form = config.to_dict(), live.config.to_dict()
             same_shingles = all(
-                mine[k] == live_form[k] for k in ("shingle", "normalizer", "scheme_version")
+                mine.get(k) == live_form.get(k)
+                for k in ("shingle", "tokenizer", "normalizer", "scheme_version")
             )
             if not same_shingles and live.config.retain != "text":
                 raise Conflict(
-                    "a new shingle spec, normalizer or scheme version needs the items' text, "
-                    f"and tenant {live.tenant!r} retains hashed shingles only",
+                    "a new shingle spec, tokenizer, normalizer or scheme version needs the "
+                    f"items' text, and tenant {live.tenant!r} retains hashed shingles only",
                     "change only num_perm / bands / rows, or re-ingest into a new tenant",
                 )
             proposed = self.proposed_policy(live, config)

@@ -11,7 +11,8 @@ Two schemes:
 
 Shingle hashes: a ``byte`` k-gram hashes its k bytes of normalized UTF-8 text and
 a ``char`` n-gram the UTF-8 of its n code points, so for them the hash equals
-``xxhash.xxh64_intdigest(shingle.encode(), seed)``.  A ``word`` n-gram hashes each
+``xxhash.xxh64_intdigest(shingle.encode(), seed)``.  A ``word`` n-gram (of the
+tokens :mod:`neardup.text.words` defines for the spec's tokenizer) hashes each
 token once and chains the n token hashes through a bijective 64-bit mix
 (``kernels._hashes.combine_tokens``), which costs O(n) per shingle instead of O(bytes).
 The tests check both definitions against independent Python references.
@@ -30,9 +31,7 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import mmap
-import re
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -54,6 +53,7 @@ from neardup.text.normalize import (
     unicode_stage,
 )
 from neardup.text.scheme import HashKey, SchemeDescriptor, check_key
+from neardup.text.words import word_table, word_tokens
 
 __all__ = [
     "HashKey",
@@ -64,21 +64,7 @@ __all__ = [
     "shingles",
 ]
 
-_WORD = re.compile(r"\w+")
 _KIND_CODE = {"byte": KT.KIND_BYTE, "char": KT.KIND_CHAR, "word": KT.KIND_WORD}
-
-
-@functools.cache
-def _word_table() -> npt.NDArray[np.uint8]:
-    """1 for every code point Python's ``re`` treats as ``\\w`` (computed once, read-only)."""
-    # Decoding the code points as UTF-32 builds the string in one C call instead
-    # of 1.1M chr() calls, paid by every run.
-    universe = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
-    table = np.zeros(0x110000, dtype=np.uint8)
-    for m in _WORD.finditer(universe):
-        table[m.start() : m.end()] = 1
-    table.flags.writeable = False
-    return table
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -294,7 +280,7 @@ def hash_kernel(
     bound_off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(bound, out=bound_off[1:])
     algo, seed, k0, k1 = _algo_params(config, key)
-    table = _word_table() if spec.kind == "word" else np.zeros(1, np.uint8)
+    table = word_table(spec.tokenizer) if spec.kind == "word" else np.zeros(1, np.uint8)
     need = int(bound_off[n])
     if scratch is None:
         out = np.empty(need, dtype=np.uint64)
@@ -402,8 +388,7 @@ def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold")
     t = get_normalizer(normalizer)(text)
     k = spec.k
     if spec.kind == "word":
-        toks = _WORD.findall(t)
-        units: Sequence[str] = toks
+        units: Sequence[str] = word_tokens(t, spec.tokenizer)
         sep = " "
     elif spec.kind == "char":
         units, sep = t, ""

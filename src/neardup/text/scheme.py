@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, fields
 
 from neardup.core._errors import InvalidConfig, SchemeMismatch
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
-from neardup.core.config import Config
+from neardup.core.config import LEGACY_TOKENIZER, Config
 from neardup.text.normalize import get_normalizer
 
 __all__ = ["HashKey", "SchemeDescriptor", "check_key"]
@@ -85,7 +85,9 @@ class SchemeDescriptor:
 
     Two objects may be compared or merged only if their descriptors are equal
     (:meth:`require_same`).  The key itself is never recorded: only its id and a
-    one-way fingerprint.
+    one-way fingerprint.  ``tokenizer`` is the word tokenizer of word shingles
+    (:data:`~neardup.core.config.LEGACY_TOKENIZER` for char and byte shingles and
+    in records that name none, which older releases wrote).
     """
 
     normalizer: str
@@ -101,6 +103,7 @@ class SchemeDescriptor:
     bands: int
     rows: int
     format_version: int = FORMAT_VERSION
+    tokenizer: int = LEGACY_TOKENIZER
 
     @classmethod
     def from_config(cls, config: Config, key: HashKey | None = None) -> SchemeDescriptor:
@@ -124,11 +127,17 @@ class SchemeDescriptor:
             num_perm=config.num_perm,
             bands=bands,
             rows=rows,
+            tokenizer=config.shingle.recorded().get("tokenizer", LEGACY_TOKENIZER),
         )
 
     def to_dict(self) -> dict[str, object]:
-        """Every field by name, in declaration order (what :meth:`from_dict` reads)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field by name, in declaration order (what :meth:`from_dict` reads),
+        but ``tokenizer`` only when it is not the legacy one: descriptors of char,
+        byte and tokenizer-1 shingles are the ones older releases wrote."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        if d["tokenizer"] == LEGACY_TOKENIZER:
+            del d["tokenizer"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> SchemeDescriptor:
@@ -156,14 +165,19 @@ class SchemeDescriptor:
             "key_id",
             "key_fingerprint",
             "format_version",
+            "tokenizer",
         )
-        return fingerprint({k: d[k] for k in keep})
+        return fingerprint({k: d[k] for k in keep if k in d})
 
     def require_same(self, other: SchemeDescriptor, what: str = "signatures") -> None:
         if self != other:
             mine, theirs = self.to_dict(), other.to_dict()
             differ = "; ".join(
-                f"{k}: {mine[k]!r} vs {theirs[k]!r}" for k in mine if mine[k] != theirs.get(k)
+                f"{k}: {mine.get(k, LEGACY_TOKENIZER)!r} vs {theirs.get(k, LEGACY_TOKENIZER)!r}"
+                if k == "tokenizer"
+                else f"{k}: {mine.get(k)!r} vs {theirs.get(k)!r}"
+                for k in {**mine, **theirs}
+                if mine.get(k) != theirs.get(k)
             )
             raise SchemeMismatch(self.fingerprint, other.fingerprint, what, differ)
 

@@ -15,17 +15,14 @@ Example:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from neardup.core.config import ShingleSpec
 from neardup.text.normalize import NormalizedText, get_normalizer
+from neardup.text.words import word_pattern
 
 __all__ = ["Explanation", "shared_shingles", "shared_spans", "spans_for_pairs"]
-
-_WORD = re.compile(r"\w+")
-
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
@@ -43,7 +40,8 @@ def positioned_shingles(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str
     t = nt.text
     k = spec.k
     if spec.kind == "word":
-        toks = [(m.group(), m.start(), m.end()) for m in _WORD.finditer(t)]
+        pattern = word_pattern(spec.tokenizer)
+        toks = [(m.group(), m.start(), m.end()) for m in pattern.finditer(t)]
         if not toks:
             return []
         span = min(k, len(toks))
@@ -61,7 +59,7 @@ def _shingle_strings(t: str, spec: ShingleSpec) -> list[str]:
     """The shingles of :func:`positioned_shingles`, without positions (no offset map needed)."""
     k = spec.k
     if spec.kind == "word":
-        toks = _WORD.findall(t)
+        toks = word_pattern(spec.tokenizer).findall(t)
         if not toks:
             return []
         span = min(k, len(toks))

@@ -24,6 +24,7 @@ from neardup.core._errors import (
     NotFound,
     TenantUnavailable,
 )
+from neardup.core.config import TOKENIZER
 from neardup.core.persist import atomic_write
 from neardup.service.auth import PERMISSIONS, AuditLog, Keyring, Principal
 from neardup.service.decisions import Policy, PolicyGuard
@@ -250,6 +251,14 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
                 existing = self._tenants[tenant_id]
                 if existing.config == cfg:
                     return self._tenant_answer(existing.stats(), warnings)
+                old_words = existing.config.scheme.shingle.tokenizer
+                if "tokenizer" not in config and existing.config == cfg.with_tokenizer(old_words):
+                    # A tenant made before the tokenizer default changed, asked for
+                    # again by a client that does not name one: it stays as it is.
+                    return self._tenant_answer(
+                        existing.stats(),
+                        [*warnings, _tokenizer_warning(tenant_id, old_words)],
+                    )
                 raise Conflict(
                     f"tenant {tenant_id!r} exists with another configuration",
                     "a scheme change needs a new tenant or a migration",
@@ -314,3 +323,13 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
             principal, "add_key", ",".join(tenants), role=role, key_id=token.split("_")[1]
         )
         return token
+
+
+def _tokenizer_warning(tenant_id: str, tokenizer: int) -> str:
+    return (
+        f"tenant {tenant_id!r} keeps word tokenizer {tokenizer} (it was created with it); "
+        f"new tenants get tokenizer {TOKENIZER}, which finds Chinese, Japanese and Thai near "
+        "duplicates: migrate it with a shadow version of this configuration and "
+        f'"tokenizer": {TOKENIZER} (rebuilt from its retained text), or send "tokenizer": '
+        f"{tokenizer} to silence this"
+    )

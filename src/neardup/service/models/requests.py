@@ -149,6 +149,15 @@ class TenantConfig(_Request, kw_only=True):
         ]
         | UnsetType
     ) = UNSET
+    tokenizer: (
+        Annotated[
+            Literal[1, 2],
+            Meta(
+                description="word tokenizer: 2 script-aware (default), 1 that of older releases"
+            ),
+        ]
+        | UnsetType
+    ) = UNSET
     normalizer: Literal["nfkc-casefold", "nfkc", "raw"] | UnsetType = UNSET
     num_perm: _Perm | UnsetType = UNSET
     bands: _Perm | UnsetType | None = UNSET

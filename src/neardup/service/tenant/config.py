@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
 from neardup.core._fingerprint import fingerprint
-from neardup.core.config import Config, ShingleSpec
+from neardup.core.config import LEGACY_TOKENIZER, Config, ShingleSpec
 from neardup.service.decisions import Policy
 
 #: A service's guard for a policy that is to be live under a configuration's layout
@@ -53,11 +53,13 @@ differ between tenants; the others (seed, signature, recall target, verify mode,
 document size limit) are always this preset's."""
 
 FLAT_FIELDS = (
-    *("threshold", "shingle", "normalizer", "num_perm", "bands", "rows", "retain"),
+    *("threshold", "shingle", "tokenizer", "normalizer", "num_perm", "bands", "rows"),
+    "retain",
     *("scheme_version", "policy_version", "max_items", "max_shingles", "max_candidates"),
     *("max_bucket_size", "rate_per_s", "burst"),
 )
-"""The keys of a tenant configuration's JSON form, in the order it is written."""
+"""The keys of a tenant configuration's JSON form, in the order it is written
+(``tokenizer`` only for word shingles)."""
 
 # The flat keys that are the scheme's fields of the same name, and the tenant's own.
 _SCHEME_KEYS = (
@@ -88,6 +90,12 @@ class TenantConfig:
     it.  ``shingle_text`` keeps a ``shingle`` spelled other than ``kind:k`` (e.g.
     ``word:05``) as it was given, so that such a form and its fingerprint survive a
     round trip too; it is None otherwise.
+
+    ``tokenizer`` (word shingles only) is the word tokenizer,
+    ``scheme.shingle.tokenizer``: a request that leaves it out gets the current
+    default, a *record* that leaves it out (``tenant.json`` written before
+    tokenizers had versions, see :meth:`from_dict`) the legacy one, so that an old
+    tenant keeps answering as before until it is migrated.
     """
 
     scheme: Config = SERVICE_SCHEME
@@ -128,11 +136,22 @@ class TenantConfig:
         s = self.scheme
         values = {
             "shingle": self.shingle_text or str(s.shingle),
+            "tokenizer": s.shingle.tokenizer,
             "max_shingles": s.shingle.max_shingles,
             **{k: getattr(s, k) for k in _SCHEME_KEYS},
             **{k: getattr(self, k) for k in _OWN_KEYS},
         }
-        return {k: values[k] for k in FLAT_FIELDS}
+        return {
+            k: values[k]
+            for k in FLAT_FIELDS
+            if k != "tokenizer" or s.shingle.kind == "word"
+        }
+
+    def with_tokenizer(self, tokenizer: int) -> TenantConfig:
+        """This configuration with another word tokenizer (itself for char and byte
+        shingles)."""
+        shingle = dataclasses.replace(self.scheme.shingle, tokenizer=tokenizer)
+        return dataclasses.replace(self, scheme=dataclasses.replace(self.scheme, shingle=shingle))
 
     def initial_policy(self) -> Policy:
         """The policy a tenant of this configuration starts with."""
@@ -143,10 +162,12 @@ class TenantConfig:
         )
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TenantConfig:
+    def from_dict(cls, d: dict[str, Any], *, recorded: bool = False) -> TenantConfig:
         """Read the flat JSON form; a key left out takes its :data:`SERVICE_SCHEME` /
-        default value.  The limits are checked before the scheme (the first error
-        found is the one raised)."""
+        default value, but ``tokenizer`` in a ``recorded`` form (one this service
+        wrote, which names every key) takes the legacy tokenizer: such a form was
+        written before tokenizers had versions.  The limits are checked before the
+        scheme (the first error found is the one raised)."""
         if not isinstance(d, dict):
             raise InvalidConfig(
                 "config", d, "must be a JSON object", 'send e.g. {"threshold": 0.8}'
@@ -157,9 +178,13 @@ class TenantConfig:
                 "config", extra[0], "unknown field", f"use only {', '.join(sorted(FLAT_FIELDS))}"
             )
         v = {**_DEFAULT_FORM, **d}
+        if recorded and "tokenizer" not in d:
+            v["tokenizer"] = LEGACY_TOKENIZER
         try:
             _check_limits(v)
-            shingle = ShingleSpec.parse(v["shingle"], max_shingles=v["max_shingles"])
+            shingle = ShingleSpec.parse(
+                v["shingle"], max_shingles=v["max_shingles"], tokenizer=v["tokenizer"]
+            )
             scheme = dataclasses.replace(
                 SERVICE_SCHEME, shingle=shingle, **{k: v[k] for k in _SCHEME_KEYS}
             )
@@ -179,6 +204,7 @@ class TenantConfig:
             k: d[k]
             for k in (
                 "shingle",
+                "tokenizer",
                 "normalizer",
                 "num_perm",
                 "bands",
@@ -186,11 +212,18 @@ class TenantConfig:
                 "scheme_version",
                 "max_shingles",
             )
+            if k in d
         }
 
     @property
     def fingerprint(self) -> str:
-        return fingerprint(self.to_dict())
+        """Fingerprint of :meth:`to_dict`, without a legacy ``tokenizer``: a tenant of
+        tokenizer 1 keeps the fingerprint its ``tenant.json`` recorded before
+        tokenizers had versions."""
+        d = self.to_dict()
+        if d.get("tokenizer") == LEGACY_TOKENIZER:
+            del d["tokenizer"]
+        return fingerprint(d)
 
 
 def _check_limits(v: dict[str, Any]) -> None:

@@ -231,7 +231,7 @@ class Tenant(
             raise NeardupIOError(meta_path, exc) from exc
         except ValueError as exc:
             raise CorruptFile(meta_path, f"not JSON ({exc})") from exc
-        config = TenantConfig.from_dict(doc["config"])
+        config = TenantConfig.from_dict(doc["config"], recorded=True)
         tenant = str(doc["tenant"])
         if config.fingerprint != doc.get("config_fingerprint"):
             raise CorruptFile(meta_path, "configuration does not match its fingerprint")
