@@ -59,7 +59,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CACHE_DIR = HERE / ".corpus"
-FORMAT = 1  # bump when the construction changes (invalidates cached corpora)
+FORMAT = 2  # bump when the construction changes (invalidates cached corpora)
 
 PIP_SOURCES = ("django==5.2.20", "wagtail==8.0.1", "django-allauth==65.22.1", "sphinx==9.0.4")
 # Locale folder name (before any ``.encoding`` or ``@modifier``) -> language label.
@@ -72,8 +72,21 @@ LOCALES: dict[str, str] = {
     "de": "de", "de_DE": "de", "vi": "vi", "vi_VN": "vi",
 }
 LANGS = ("zh_Hans", "zh_Hant", "ja", "th", "km", "my", "ko", "ru", "ar", "hi", "de", "vi", "en")
-# Scripts written without spaces between words: edits are per character there.
+# Scripts written without spaces between words: edits are per character there (a
+# letter with its combining marks: what a reader counts as one character).
 UNSPACED = frozenset({"zh_Hans", "zh_Hant", "ja", "th", "km", "my"})
+# The scripts (first word of the Unicode character name) a string of an unspaced
+# language must be written in, for at least half of its letters, to count as text of
+# that language: catalogues also hold strings left in English or made of
+# placeholders, which would be English paragraphs edited per character.
+SCRIPTS: dict[str, frozenset[str]] = {
+    "zh_Hans": frozenset({"CJK"}),
+    "zh_Hant": frozenset({"CJK"}),
+    "ja": frozenset({"CJK", "HIRAGANA", "KATAKANA", "HALFWIDTH"}),
+    "th": frozenset({"THAI"}),
+    "km": frozenset({"KHMER"}),
+    "my": frozenset({"MYANMAR"}),
+}
 MIN_CHARS = 500
 MIN_CHARS_UNSPACED = 300
 MAX_CHARS = 800
@@ -219,7 +232,7 @@ def read_catalogues(sources: Iterable[Path]) -> tuple[dict[str, list[str]], list
 
     def add(lang: str, s: str) -> None:
         s = " ".join(s.split())
-        if s and len(s) <= MAX_ENTRY and s not in seen[lang]:
+        if s and len(s) <= MAX_ENTRY and s not in seen[lang] and written_in(s, lang):
             seen[lang].add(s)
             per[lang].append(s)
 
@@ -272,6 +285,29 @@ def paragraphs(strings: list[str], lang: str, min_chars: int, max_chars: int) ->
 # --------------------------------------------------------------------------- planted copies
 
 
+def written_in(text: str, lang: str) -> bool:
+    """Whether at least half of ``text``'s letters are of ``lang``'s script (always
+    true for a spaced language: its words are edited whatever their script)."""
+    scripts = SCRIPTS.get(lang)
+    if scripts is None:
+        return True
+    letters = [c for c in text if unicodedata.category(c)[0] == "L"]
+    own = sum(1 for c in letters if unicodedata.name(c, "?").split(" ")[0] in scripts)
+    return bool(letters) and 2 * own >= len(letters)
+
+
+def clusters(text: str) -> list[str]:
+    """``text`` as characters a reader counts: a letter or digit with the combining
+    marks after it is one; any other character is one on its own."""
+    out: list[str] = []
+    for ch in text:
+        if out and unicodedata.category(ch)[0] == "M" and _alnum(out[-1][0]):
+            out[-1] += ch
+        else:
+            out.append(ch)
+    return out
+
+
 def _alnum(ch: str) -> bool:
     return unicodedata.category(ch)[0] in "LNM" and not ch.isspace()
 
@@ -282,17 +318,18 @@ def _kind(ch: str) -> tuple[str, str]:
 
 
 def edit_chars(text: str, rate: float, rng: random.Random) -> tuple[str, int]:
-    """``text`` with ``max(1, round(rate * letters))`` character edits; a character
-    put in is one of the paragraph's, of the script and category of its neighbour."""
-    chars = list(text)
-    pool = [c for c in chars if _alnum(c)]
+    """``text`` with ``max(1, round(rate * characters))`` character edits, where a
+    character is a letter or digit with its marks (:func:`clusters`); one put in is
+    one of the paragraph's, of the script and category of its neighbour."""
+    chars = clusters(text)
+    pool = [c for c in chars if _alnum(c[0])]
     n = max(1, round(rate * len(pool)))
     for _ in range(n):
-        pos = [i for i, c in enumerate(chars) if _alnum(c)]
+        pos = [i for i, c in enumerate(chars) if _alnum(c[0])]
         if not pos:
             break
         i = rng.choice(pos)
-        like = [c for c in pool if _kind(c) == _kind(chars[i]) and c != chars[i]] or pool
+        like = [c for c in pool if _kind(c[0]) == _kind(chars[i][0]) and c != chars[i]] or pool
         op = rng.randrange(3)
         if op == 0:
             chars[i] = rng.choice(like)

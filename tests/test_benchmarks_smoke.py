@@ -147,12 +147,12 @@ def test_multilingual_corpus_builder(tmp_path: Path) -> None:
         o = recs[r["orig"]]
         assert o["orig"] is None and o["lang"] == r["lang"] and r["text"] != o["text"]
         assert mc.EDIT_RATE[0] <= r["edit_rate"] <= mc.EDIT_RATE[1]
-        units = (sum(map(mc._alnum, o["text"])) if r["lang"] in mc.UNSPACED
-                 else len(o["text"].split()))
+        units = (sum(1 for c in mc.clusters(o["text"]) if mc._alnum(c[0]))
+                 if r["lang"] in mc.UNSPACED else len(o["text"].split()))
         assert r["edits"] == max(1, round(r["edit_rate"] * units))
         # Each edit changes one unit: the length moves by at most one unit per edit.
         if r["lang"] in mc.UNSPACED:
-            assert abs(len(r["text"]) - len(o["text"])) <= r["edits"]
+            assert abs(len(mc.clusters(r["text"])) - len(mc.clusters(o["text"]))) <= r["edits"]
         else:
             assert abs(len(r["text"].split()) - len(o["text"].split())) <= r["edits"]
     assert all(d["base"] == d["copies"] for d in meta["per_lang"].values())
@@ -196,3 +196,14 @@ def test_decontaminate_benchmark_quick_run(tmp_path: Path) -> None:
     assert nd["planted_found"] - nd["planted_edited_found"] == unedited
     assert nd["flagged_not_planted"] == 0
     assert runs["neardup_xxh64"]["flagged"] == nd["flagged"]
+
+
+def test_multilingual_units_and_script_filter() -> None:
+    mc = _load_script("multilingual_corpus")
+    # A Thai consonant with its vowel sign and tone mark is one character.
+    assert mc.clusters("ก่อน ไป") == ["ก่", "อ", "น", " ", "ไ", "ป"]
+    assert mc.written_in("数据库连接失败", "zh_Hans")
+    # Strings left in English (or placeholders) in a Chinese catalogue are not Chinese.
+    assert not mc.written_in("Edit %(name)s page 页", "zh_Hans")
+    assert not mc.written_in("%(count)s", "ja")
+    assert mc.written_in("Edit the page", "de")
