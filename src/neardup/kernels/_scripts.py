@@ -1,0 +1,50 @@
+"""Counting the letters of each Unicode script in whole batches of documents (numba).
+
+A batch is one UTF-8 byte buffer with document offsets, as in
+:mod:`neardup.kernels._tokens`.  A table maps each code point below its length to a
+script slot (0: not counted); code points past the table count for nothing.
+Nothing here validates its arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from neardup.kernels._cache import kernel
+from neardup.kernels._tokens import _utf8_decode, _utf8_len
+
+
+@kernel(nogil=True)
+def dominant_scripts(buf, offsets, table, slots, kana, han, out):
+    """``out[d]``: the slot with the most letters in document ``d`` (lowest slot on
+    a tie, 0 when none).  When a document has letters of slot ``kana``, its letters
+    of slot ``han`` count for ``kana`` (Han with kana is Japanese)."""
+    counts = np.zeros(slots, dtype=np.int64)
+    size = table.shape[0]
+    for d in range(offsets.shape[0] - 1):
+        counts[:] = 0
+        p = offsets[d]
+        e = offsets[d + 1]
+        while p < e:
+            b0 = buf[p]
+            if b0 < 0x80:
+                counts[table[b0]] += 1
+                p += 1
+                continue
+            n = _utf8_len(b0)
+            if p + n > e:
+                break
+            cp = _utf8_decode(buf, p, n)
+            if cp < size:
+                counts[table[cp]] += 1
+            p += n
+        if counts[kana] > 0:
+            counts[kana] += counts[han]
+            counts[han] = 0
+        best = 0
+        most = 0
+        for s in range(1, slots):
+            if counts[s] > most:
+                best = s
+                most = counts[s]
+        out[d] = best
