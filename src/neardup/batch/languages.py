@@ -16,7 +16,7 @@ The counts depend only on the inputs and the config.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from neardup.text.scripts import label_counts, script_names
 
-__all__ = ["field_value", "language_labels", "language_stats"]
+__all__ = ["field_value", "language_counts", "language_labels", "language_stats"]
 
 
 def field_value(line: bytes, field: str) -> Any:
@@ -58,12 +58,31 @@ def language_stats(
     ``by_language``: documents, duplicates (removed), kept and duplicate rate per
     language, in name order (as ``stats.json`` writes its keys)."""
     counts = label_counts(language_labels(scripts, values), {"duplicates": removed})
-    for c in counts.values():
-        c["kept"] = c["documents"] - c["duplicates"]
-    return {
-        "language_field": field,
-        "by_language": {
-            name: {**c, "duplicate_rate": round(c["duplicates"] / c["documents"], 6)}
-            for name, c in counts.items()
-        },
-    }
+    return language_counts(
+        {k: c["documents"] for k, c in counts.items()},
+        {k: c["duplicates"] for k, c in counts.items()},
+        field,
+    )
+
+
+def language_counts(
+    documents: Mapping[str, int], duplicates: Mapping[str, int], field: str | None = None
+) -> dict[str, Any]:
+    """:func:`language_stats` from counts already made: ``documents`` per language
+    (the languages listed), ``duplicates`` per language (0 where absent).
+
+    >>> language_counts({"Han": 4}, {"Han": 1})["by_language"]
+    {'Han': {'documents': 4, 'duplicates': 1, 'kept': 3, 'duplicate_rate': 0.25}}
+    """
+    by: dict[str, dict[str, int | float]] = {}
+    for name in sorted(documents):
+        docs, dups = int(documents[name]), int(duplicates.get(name, 0))
+        if docs == 0:
+            continue
+        by[name] = {
+            "documents": docs,
+            "duplicates": dups,
+            "kept": docs - dups,
+            "duplicate_rate": round(dups / docs, 6),
+        }
+    return {"language_field": field, "by_language": by}
