@@ -18,26 +18,32 @@ from neardup.kernels._tokens import _utf8_decode, _utf8_len
 def dominant_scripts(buf, offsets, table, slots, kana, han, out):
     """``out[d]``: the slot with the most letters in document ``d`` (lowest slot on
     a tie, 0 when none).  When a document has letters of slot ``kana``, its letters
-    of slot ``han`` count for ``kana`` (Han with kana is Japanese)."""
+    of slot ``han`` count for ``kana`` (Han with kana is Japanese).  The buffer is
+    valid UTF-8 (surrogates allowed): each lead byte starts a code point and
+    continuation bytes are skipped."""
     counts = np.zeros(slots, dtype=np.int64)
     size = table.shape[0]
+    latin = table[0x61]
+    # ASCII letters are all Latin: counted in a register by a flat loop over the
+    # bytes (no variable stride), which runs several times faster on ASCII text.
+    ascii_letter = np.zeros(0x80, dtype=np.int64)
+    for c in range(0x80):
+        ascii_letter[c] = 1 if table[c] != 0 else 0
     for d in range(offsets.shape[0] - 1):
         counts[:] = 0
-        p = offsets[d]
+        ascii_letters = 0
         e = offsets[d + 1]
-        while p < e:
+        for p in range(offsets[d], e):
             b0 = buf[p]
             if b0 < 0x80:
-                counts[table[b0]] += 1
-                p += 1
-                continue
-            n = _utf8_len(b0)
-            if p + n > e:
-                break
-            cp = _utf8_decode(buf, p, n)
-            if cp < size:
-                counts[table[cp]] += 1
-            p += n
+                ascii_letters += ascii_letter[b0]
+            elif b0 >= 0xC0:
+                n = _utf8_len(b0)
+                if p + n <= e:
+                    cp = _utf8_decode(buf, p, n)
+                    if cp < size:
+                        counts[table[cp]] += 1
+        counts[latin] += ascii_letters
         if counts[kana] > 0:
             counts[kana] += counts[han]
             counts[han] = 0
