@@ -11,7 +11,33 @@ from __future__ import annotations
 import numpy as np
 
 from neardup.kernels._cache import kernel
-from neardup.kernels._tokens import _utf8_decode, _utf8_len
+
+
+@kernel(inline="always")
+def _code_point(buf, p, e):
+    """The code point whose lead byte is ``buf[p]`` (>= 0xC0), or -1 when its
+    sequence would run past ``e``."""
+    b0 = np.int64(buf[p])
+    if b0 < 0xE0:
+        if p + 2 > e:
+            return -1
+        return ((b0 & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F)
+    if b0 < 0xF0:
+        if p + 3 > e:
+            return -1
+        return (
+            ((b0 & 0x0F) << 12)
+            | ((np.int64(buf[p + 1]) & 0x3F) << 6)
+            | (np.int64(buf[p + 2]) & 0x3F)
+        )
+    if p + 4 > e:
+        return -1
+    return (
+        ((b0 & 0x07) << 18)
+        | ((np.int64(buf[p + 1]) & 0x3F) << 12)
+        | ((np.int64(buf[p + 2]) & 0x3F) << 6)
+        | (np.int64(buf[p + 3]) & 0x3F)
+    )
 
 
 @kernel(nogil=True)
@@ -38,11 +64,9 @@ def dominant_scripts(buf, offsets, table, slots, kana, han, out):
             if b0 < 0x80:
                 ascii_letters += ascii_letter[b0]
             elif b0 >= 0xC0:
-                n = _utf8_len(b0)
-                if p + n <= e:
-                    cp = _utf8_decode(buf, p, n)
-                    if cp < size:
-                        counts[table[cp]] += 1
+                cp = _code_point(buf, p, e)
+                if 0 <= cp < size:
+                    counts[table[cp]] += 1
         counts[latin] += ascii_letters
         if counts[kana] > 0:
             counts[kana] += counts[han]
