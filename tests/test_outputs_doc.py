@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXE = shutil.which("neardup") or str(Path(sys.executable).parent / "neardup")
 DOC = ROOT / "docs" / "outputs.md"
 MAPS = {"cluster_size_histogram", "cluster_sizes"}  # keys are cluster sizes
+LABELS = {"by_language"}  # keys are languages, each a map of counts
 
 
 def run(*args: str) -> None:
@@ -32,6 +33,10 @@ def dotted(d: dict[str, Any], prefix: str = "") -> set[str]:
         out.add(path)
         if k in MAPS:
             out |= {f"{path}.<size>" for _ in v}
+        elif k in LABELS:
+            for counts in v.values():
+                out.add(f"{path}.<language>")
+                out |= dotted(counts, f"{path}.<language>.")
         elif isinstance(v, dict):
             out |= dotted(v, path + ".")
     return out
@@ -68,6 +73,10 @@ def test_every_stats_key_is_documented_and_every_documented_key_is_written(
             == stats["documents_in"]
         )
         assert sum(stats["cluster_size_histogram"].values()) == stats["clusters"]
+        langs = stats["by_language"].values()
+        assert sum(c["documents"] for c in langs) == stats["documents_in"]
+        removed = stats["exact_duplicates"] + stats["near_duplicates"]
+        assert sum(c["duplicates"] for c in langs) == removed
         kept = (tmp_path / name / "kept.jsonl").read_text().splitlines()
         assert len(kept) == stats["documents_out"]
         assert stats["verified_pairs"] == stats["candidate_pairs"]

@@ -10,7 +10,13 @@ import zlib
 from pathlib import Path
 
 from neardup import Config, find_duplicates
-from neardup.batch.report import highlight_spans, render_report, write_scurve_png
+from neardup.batch.report import (
+    SHOWN_LANGUAGES,
+    highlight_spans,
+    language_table,
+    render_report,
+    write_scurve_png,
+)
 from neardup.testing import plant_near_duplicates, synthetic_documents
 
 HOSTILE = "<script>alert('x')</script>"
@@ -117,3 +123,20 @@ def test_scurve_png_is_a_valid_image(tmp_path: Path) -> None:
     other = tmp_path / "t.png"
     write_scurve_png(str(other), 20, 5, 0.5)
     assert other.read_bytes() != data  # the threshold mark moved
+
+
+def test_the_language_table_lists_the_most_frequent_first_and_sums_the_rest() -> None:
+    by = {
+        f"{HOSTILE}{k:02d}": {"documents": 100 - k, "duplicates": k, "kept": 100 - 2 * k}
+        for k in range(SHOWN_LANGUAGES + 5)
+    }
+    html = language_table(by)
+    assert HOSTILE not in html  # values from the inputs (a language field) are escaped
+    rows = re.findall(r"<tr><td>([^<]*)</td>((?:<td class='n'>[^<]*</td>)+)</tr>", html)
+    assert len(rows) == SHOWN_LANGUAGES + 1
+    assert rows[0][0].endswith("00") and rows[1][0].endswith("01")
+    rest = range(SHOWN_LANGUAGES, SHOWN_LANGUAGES + 5)
+    cells = re.findall(r"<td class='n'>([^<]*)</td>", rows[-1][1])
+    assert rows[-1][0] == "5 more"
+    assert cells[:2] == [str(sum(100 - k for k in rest)), str(sum(rest))]
+    assert language_table({}) == ""

@@ -380,3 +380,39 @@ def test_run_audit_takes_one_split_per_input_and_not_with_a_split_field(tmp_path
         run_audit(inputs, None, fields={}, input_splits=["fit"])
     with pytest.raises(InvalidConfig, match="given together with a split field"):
         run_audit(inputs, None, fields={"split": "split"}, input_splits=["fit", "eval"])
+
+
+def test_audit_counts_records_families_and_leaks_per_language(tmp_path: Path) -> None:
+    from neardup import Config, ShingleSpec
+    from neardup.lineage.audit import run_audit
+
+    def cyrillic(text: str) -> str:
+        return "".join(chr(0x430 + ord(c) - 97) if "a" <= c <= "z" else c for c in text)
+
+    rows = []
+    for name, write, leak in (("Latin", str, 3), ("Cyrillic", cyrillic, 0)):
+        docs = [write(d.lower()) for d in synthetic_documents(10, seed=7, words=30)]
+        for i, d in enumerate(docs):
+            rows.append({"id": f"{name}{i}", "text": d, "split": "train"})
+        for i in range(2 if name == "Cyrillic" else leak):  # revisions of the first ones
+            w = docs[i].split()
+            w[3] = write("changed")
+            rows.append({"id": f"{name}r{i}", "text": " ".join(w),
+                         "split": "test" if name == "Latin" else "train",
+                         **({"lang": "ru"} if name == "Cyrillic" else {})})
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    cfg = Config(shingle=ShingleSpec(kind="word", k=3), threshold=0.7)
+    report = run_audit([str(data)], str(tmp_path / "out"), config=cfg, id_field="id",
+                       fields={"split": "split", "language": "lang"})
+    audit = json.loads((tmp_path / "out" / "audit.json").read_text())
+    assert audit["language_field"] == "lang"
+    # The revisions with lang "ru" count there; their originals have no field.
+    assert audit["by_language"] == {
+        "Cyrillic": {"records": 10, "records_in_families": 2, "leaking_records": 0},
+        "Latin": {"records": 13, "records_in_families": 6, "leaking_records": 6},
+        "ru": {"records": 2, "records_in_families": 2, "leaking_records": 0},
+    }
+    assert report.leaking_records == 6
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<section class='languages'>" in html and "<td>ru</td>" in html

@@ -28,6 +28,7 @@ from typing import IO, Any
 import numpy as np
 import numpy.typing as npt
 
+from neardup.batch.languages import field_value, language_stats
 from neardup.batch.pipeline import DedupResult, dedup_sets, normalize_and_hash
 from neardup.core._errors import MemoryLimitExceeded, NeardupIOError
 from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config, scratch_bytes
@@ -97,6 +98,7 @@ def spilled_dedup(
     detect_id: bool = False,
     check_ids: Callable[[list[Any]], None] | None = None,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    language_field: str | None = None,
 ) -> tuple[DedupResult, list[Any], list[BadRecord]]:
     """Index pass + join over JSONL ``inputs`` with working files in ``workdir``.
 
@@ -108,7 +110,9 @@ def spilled_dedup(
     the result's stats (``id_field``, ``id_field_detected``, ``id_field_fallback``).
     ``check_ids(ids)``, if given, sees (and may replace in place) the record ids
     once they are all read, before the join (not for detected ids: those fall back
-    to row numbers when they are not unique).
+    to row numbers when they are not unique).  The result's stats have the
+    per-language counts (:func:`neardup.batch.languages.language_stats`, with the
+    records' ``language_field`` where they have one), as an in-memory run's.
     """
     cfg = config
     scheme = SchemeDescriptor.from_config(cfg, key)
@@ -117,6 +121,8 @@ def spilled_dedup(
     ids: list[Any] = []
     bad: list[BadRecord] = []
     chunk: list[str] = []
+    scripts: list[npt.NDArray[np.uint8]] = []
+    langs: list[Any] = []
     size = 0
     done = 0
     chunk_limit = chunk_chars(memory_limit)
@@ -134,6 +140,7 @@ def spilled_dedup(
         out.add("content.u64", part.content_hash)
         out.add("lengths.i64", part.byte_lengths)
         out.add("too_large.b1", big)
+        scripts.append(hashed.scripts)
         if hasher is not None:
             out.add("sigs.u32", hasher.from_sets(part).matrix)
         done += len(chunk)
@@ -143,7 +150,7 @@ def spilled_dedup(
 
     detected = detect_id_field(inputs) if detect_id and id_field is None else None
     id_from = id_field if id_field is not None else detected
-    for ident, text, _line in iter_jsonl(
+    for ident, text, line in iter_jsonl(
         inputs,
         text_field=text_field,
         id_field=id_from,
@@ -152,6 +159,8 @@ def spilled_dedup(
         id_optional=detected is not None,
     ):
         ids.append(len(ids) if id_from is None else ident)
+        if language_field is not None:
+            langs.append(field_value(line, language_field))
         chunk.append(text)
         size += len(text)
         if size >= chunk_limit:
@@ -184,6 +193,7 @@ def spilled_dedup(
         else None
     )
     too_large = np.array(out.mapped("too_large.b1", np.bool_))
+    script_ids = np.concatenate(scripts) if scripts else np.zeros(0, dtype=np.uint8)
     result = dedup_sets(
         sets,
         sigs,
@@ -194,6 +204,15 @@ def spilled_dedup(
         keep=keep,
         method=method,  # type: ignore[arg-type]
         progress=progress,
+        scripts=script_ids,
+    )
+    result.stats.update(
+        language_stats(
+            script_ids,
+            result.duplicate_of >= 0,
+            langs if language_field is not None else None,
+            language_field,
+        )
     )
     choice = IdChoice(id_field)
     if detected is not None:

@@ -19,19 +19,22 @@ from numba import get_num_threads, set_num_threads
 from neardup.core.config import HASH_CHUNK_BYTES, Config
 from neardup.text.hashing import HashKey, HashSink, SchemeDescriptor, ShingleSets, hash_kernel
 from neardup.text.normalize import EncodedTexts, get_normalizer, unicode_stage
+from neardup.text.scripts import detect_scripts
 
 __all__ = ["HashFeeder", "Hashed", "normalize_and_hash"]
 
 
 @dataclass(frozen=True, slots=True)
 class Hashed:
-    """Shingle-hash sets of a batch of texts, which were too large, and the seconds
-    spent normalizing and hashing them."""
+    """Shingle-hash sets of a batch of texts, which were too large, the seconds
+    spent normalizing and hashing them, and each text's script id
+    (:func:`neardup.text.scripts.detect_scripts` of its normalized text)."""
 
     sets: ShingleSets
     too_large: npt.NDArray[np.bool_]
     normalize_s: float
     hash_s: float
+    scripts: npt.NDArray[np.uint8]
 
 
 def normalize_and_hash(
@@ -48,13 +51,15 @@ def normalize_and_hash(
     soon as it is hashed, so the buffers stay small and are reused by the allocator
     instead of being faulted in afresh (faster than large chunks, and no copy of
     the corpus is held).  Documents over ``max_document_bytes`` (normalized UTF-8)
-    get an empty set and are flagged in ``too_large``.
+    get an empty set and are flagged in ``too_large``.  Each document's script is
+    detected on the same normalized text (a pass over bytes already in cache).
     """
     norm = get_normalizer(cfg.normalizer)
     n = len(texts)
     ends = np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=n))
     parts: list[ShingleSets] = []
     big_parts: list[npt.NDArray[np.bool_]] = []
+    script_parts: list[npt.NDArray[np.uint8]] = []
     norm_s = hash_s = 0.0
     scratch: list[npt.NDArray[np.uint64]] = []
     start = 0
@@ -68,6 +73,7 @@ def normalize_and_hash(
         part, big = hash_kernel(
             raw, lower, norm.collapse_whitespace, cfg, key, scheme, scratch=scratch
         )
+        script_parts.append(detect_scripts(raw))
         hash_s += time.perf_counter() - t1
         norm_s += t1 - t0
         parts.append(part)
@@ -79,7 +85,7 @@ def normalize_and_hash(
         if n == 0:
             break
     sets = parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts)
-    return Hashed(sets, np.concatenate(big_parts), norm_s, hash_s)
+    return Hashed(sets, np.concatenate(big_parts), norm_s, hash_s, np.concatenate(script_parts))
 
 
 class HashFeeder:
@@ -125,6 +131,7 @@ class HashFeeder:
         )
         self._seq = 0
         self._done: dict[int, tuple[ShingleSets, npt.NDArray[np.bool_]]] = {}
+        self._scripts: dict[int, npt.NDArray[np.uint8]] = {}
         self._errors: dict[int, BaseException] = {}
         self._pending: list[str] = []
         self._pending_chars = 0
@@ -265,6 +272,7 @@ class HashFeeder:
                     scratch=scratch,
                     place=None if sink is None else functools.partial(sink.place, seq),
                 )
+                self._scripts[seq] = detect_scripts(raw)
                 self._last = max(self._last, time.perf_counter())
             except BaseException as exc:  # re-raised in the caller by finish()
                 self._errors[seq] = exc
@@ -292,9 +300,10 @@ class HashFeeder:
             return normalize_and_hash([], self._cfg, self._key, self._scheme, None)
         parts = [self._done[i][0] for i in range(self._seq)]
         big = np.concatenate([self._done[i][1] for i in range(self._seq)])
+        scripts = np.concatenate([self._scripts[i] for i in range(self._seq)])
         placed = None if self._sink is None else self._sink.data(parts)
         sets = parts[0] if len(parts) == 1 else ShingleSets.concat_all(parts, placed)
-        return Hashed(sets, big, self.normalize_s, self.hash_s)
+        return Hashed(sets, big, self.normalize_s, self.hash_s, scripts)
 
     def close(self) -> None:
         """Stop the worker (idempotent; after :meth:`finish` it does nothing)."""

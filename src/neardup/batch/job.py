@@ -11,7 +11,8 @@ only once everything is complete:
 * ``clusters.jsonl`` — one line per cluster touching this run's documents, with the
   (exactly verified) edges that joined it;
 * ``stats.json`` — counts, parameters, fingerprints, predicted recall, overflows,
-  per-stage timings and peak memory;
+  per-language counts (:mod:`neardup.batch.languages`), per-stage timings and peak
+  memory;
 * ``report.html`` — a self-contained page (:mod:`neardup.batch.report`).
 
 An interrupted run never leaves a partial ``output``: SIGINT/SIGTERM under the
@@ -39,6 +40,7 @@ from neardup.batch.jobwrite import (
     write_outputs,
     write_report,
 )
+from neardup.batch.languages import language_stats
 from neardup.batch.outputs import (
     check_output,
     check_writable,
@@ -67,6 +69,7 @@ from neardup.io.corpus import (
     in_memory_plan,
     input_bytes,
     read_corpus,
+    record_fields,
     streamable,
 )
 from neardup.text.hashing import HashKey, SchemeDescriptor
@@ -180,6 +183,7 @@ def run_dedup(
     on_finished: Callable[[DedupRun], None] | None = None,
     detect_id: bool = False,
     rename_duplicate_ids: bool = False,
+    language_field: str | None = None,
 ) -> DedupRun:
     """Deduplicate ``inputs`` into the folder ``output``; returns the
     :class:`~neardup.batch.runs.DedupRun` (its ``stats`` are ``stats.json``'s).
@@ -208,6 +212,10 @@ def run_dedup(
     both records) unless ``rename_duplicate_ids``: then the second record with id
     ``X`` is ``X#2`` in ``clusters.jsonl`` and the ``representative`` field (a warning
     on stderr says so; the records are written unchanged).
+
+    ``stats["by_language"]`` counts documents, duplicates and kept ones per detected
+    script, or per value of the records' ``language_field`` where they have one
+    (:mod:`neardup.batch.languages`).
 
     ``on_finished(run)``, if given, is called with the answer once every output of an in-memory
     run is written and in place, before the run's memory (about 3x the input) is
@@ -252,6 +260,7 @@ def run_dedup(
                 t_start,
                 rename_duplicate_ids,
                 detect_id,
+                language_field,
             )
             return DedupRun.from_stats(stats, None if tmp is None else output)
         if progress is not None:
@@ -301,6 +310,7 @@ def run_dedup(
         stats = _stats(result, corpus.format, corpus.bad, read_s, inputs, t_start)
         stats.update(corpus.id_choice.stats())
         stats["renamed_ids"] = len(renames)
+        stats.update(_languages(result, corpus, language_field))
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
             # hashing went on after reading ended.
@@ -388,6 +398,7 @@ def _run_spilled(
     t_start: float,
     rename_ids: bool,
     detect_id: bool = False,
+    language_field: str | None = None,
 ) -> dict[str, Any]:
     from neardup.batch.external import WORK_ELSEWHERE, spilled_dedup, write_streamed
 
@@ -418,6 +429,7 @@ def _run_spilled(
                 detect_id=detect_id,
                 check_ids=functools.partial(_check_spilled_ids, inputs, rename_ids, renames),
                 memory_limit=run.memory_limit,
+                language_field=language_field,
             )
         ids = [json_id(i) for i in ids]
         stats = _stats(result, "jsonl", bad, time.perf_counter() - t0, inputs, t_start)
@@ -459,6 +471,18 @@ def _check_spilled_ids(
     renames.extend(unique_ids(ids, 0, lambda _k: (one, None), rename=rename))
     if renames:
         _warn(describe(renames))
+
+
+def _languages(result: DedupResult, corpus: Corpus, language_field: str | None) -> dict[str, Any]:
+    """The per-language counts of an in-memory run (its new documents)."""
+    values = None
+    if language_field is not None:
+        values = [r.get(language_field) for r in record_fields(corpus, [language_field])]
+    scripts = result.scripts
+    if scripts is None:  # pragma: no cover - a job's texts are always hashed with scripts
+        raise InvalidConfig("scripts", None, "the run detected no scripts", "rerun")
+    removed = result.duplicate_of[result.n_prior :] >= 0
+    return language_stats(scripts, removed, values, language_field)
 
 
 def _locator(corpus: Corpus) -> Callable[[int], tuple[str, int | None]]:

@@ -235,6 +235,7 @@ def find_duplicates(
         timings=timings,
         t0=t0,
         raw_of=getattr(texts, "encoded", texts.__getitem__),
+        scripts=hashed.scripts,
     )
 
 
@@ -254,6 +255,7 @@ def dedup_sets(
     timings: dict[str, float] | None = None,
     t0: float | None = None,
     raw_of: Callable[[int], str | bytes] | None = None,
+    scripts: npt.NDArray[np.uint8] | None = None,
 ) -> DedupResult:
     """The stages after hashing, on shingle sets and signatures already computed.
 
@@ -265,6 +267,7 @@ def dedup_sets(
     duplicates byte for byte; without it equal content hashes are confirmed by
     equal shingle-hash sets.  ``raw_of(i)`` (the original text of new document
     ``i``), when given, confirms equal originals without normalizing them.
+    ``scripts`` (the script id of each new document) is passed on to the result.
     """
     cfg = config
     timings = {} if timings is None else timings
@@ -443,4 +446,5 @@ def dedup_sets(
         signatures=sigs,
         n_prior=n_prior,
         config=cfg.result_fields(),
+        scripts=scripts,
     )

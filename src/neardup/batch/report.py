@@ -13,7 +13,7 @@ import html
 import struct
 import zlib
 from collections import Counter
-from collections.abc import Sequence, Sized
+from collections.abc import Mapping, Sequence, Sized
 from typing import Any
 
 from neardup.batch.pipeline import DedupResult
@@ -24,6 +24,7 @@ from neardup.verify.explain import shared_shingles, shared_spans
 
 __all__ = [
     "cluster_heading",
+    "language_table",
     "largest_clusters",
     "near_edges",
     "page_top",
@@ -40,6 +41,8 @@ SHOWN_EDGES = 3
 """Edges shown under each of them."""
 SHINGLE_EDGES = 300
 """Near-duplicate edges whose shared shingles a text report counts."""
+SHOWN_LANGUAGES = 30
+"""Languages (or scripts) the per-language table lists; the rest are summed."""
 
 PAGE_CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
@@ -235,6 +238,43 @@ def near_edges(clusters: Sequence[Cluster]) -> list[Edge]:
     ]
 
 
+def language_table(
+    by_language: Mapping[str, Mapping[str, Any]],
+    total: tuple[str, str] = ("documents", "documents"),
+    counts: Sequence[tuple[str, str]] = (("duplicates", "duplicates"), ("kept", "kept")),
+) -> str:
+    """The per-language section of a report: ``by_language`` (as in ``stats.json``)
+    as a table of the ``total`` column and the ``counts`` columns (key, heading),
+    then the first count's share of the total; the most frequent language first
+    (ties by name), past :data:`SHOWN_LANGUAGES` summed in one row.  One
+    ``<section class='languages'>`` element; empty when there is nothing to count.
+
+    >>> language_table({"Latin": {"documents": 4, "duplicates": 1, "kept": 3}})[:60]
+    "<section class='languages'><h2>Per language (detected script"
+    """
+    if not by_language:
+        return ""
+    keys = [total[0], *(k for k, _ in counts)]
+    items = sorted(by_language.items(), key=lambda kv: (-int(kv[1][total[0]]), kv[0]))
+    shown, rest = items[:SHOWN_LANGUAGES], items[SHOWN_LANGUAGES:]
+    rows = [(html.escape(name), [int(c[k]) for k in keys]) for name, c in shown]
+    if rest:
+        rows.append((f"{len(rest)} more", [sum(int(c[k]) for _, c in rest) for k in keys]))
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in (total[1], *(h for _, h in counts)))
+    body = "".join(
+        f"<tr><td>{name}</td>"
+        + "".join(f"<td class='n'>{v}</td>" for v in values)
+        + (f"<td class='n'>{100 * values[1] / values[0]:.1f}%</td>" if counts else "")
+        + "</tr>"
+        for name, values in rows
+    )
+    rate = f"<th>{html.escape(counts[0][1])} %</th>" if counts else ""
+    return (
+        "<section class='languages'><h2>Per language (detected script, or the language "
+        f"field)</h2><table><tr><th>language</th>{head}{rate}</tr>{body}</table></section>"
+    )
+
+
 def render_report(
     result: DedupResult,
     clusters: Sequence[Cluster],
@@ -313,6 +353,7 @@ def render_report(
     )
     return (
         page_top("neardup report", "neardup report", stats.get("inputs", []), cards, rows_tbl)
+        + language_table(stats.get("by_language", {}))
         + "<h2>Cluster sizes</h2>"
         + size_chart(clusters, "cluster sizes")
         + "<h2>Similarity of verified near-duplicate edges</h2>"

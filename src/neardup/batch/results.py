@@ -33,7 +33,9 @@ class DedupResult(Deduplicated):
     cluster, or -1 when i is kept (unique or a representative).  ``kept`` lists kept
     positions ascending; ``empty``, ``too_large`` and ``truncated`` list the
     documents that were not (or not fully) compared; ``stats`` has counts,
-    parameters and timings.
+    parameters and timings.  ``scripts``, when the run detected them, is the
+    script id of each new document (not of prior ones;
+    :data:`neardup.text.scripts.SCRIPTS` names them).
     """
 
     clusters: list[Cluster]
@@ -48,6 +50,7 @@ class DedupResult(Deduplicated):
     signatures: SignatureSet | None = field(default=None, repr=False)
     n_prior: int = 0
     config: dict[str, Any] | None = field(default=None, repr=False)
+    scripts: npt.NDArray[np.uint8] | None = field(default=None, repr=False)
 
     def to_index(self, ids: Sequence[Any]) -> DedupIndex:
         """Everything needed to dedup later inputs against this run (and its prior)."""

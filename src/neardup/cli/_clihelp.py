@@ -44,7 +44,18 @@ _TEXT_DUPLICATE = (
 _PERFORMANCE = ("workers", "memory_limit")
 
 DEDUP_SECTIONS: Sections = (
-    ("Input", ("text_field", "id_field", "row_ids", "rename_duplicate_ids", "skip_bad", "against")),
+    (
+        "Input",
+        (
+            "text_field",
+            "id_field",
+            "row_ids",
+            "rename_duplicate_ids",
+            "language_field",
+            "skip_bad",
+            "against",
+        ),
+    ),
     ("What is a duplicate, and which one is kept", (*_TEXT_DUPLICATE, "keep")),
     ("Outputs", ("output", "overwrite", "save_index", "dry_run", "no_report", "quiet")),
     ("Performance", (*_PERFORMANCE, "spill", "work_dir")),

@@ -70,6 +70,13 @@ __all__ = ["compile_cmd", "dedup"]
     "of stopping the run (exit 3).",
 )
 @click.option(
+    "--language-field",
+    default=None,
+    metavar="FIELD",
+    help="stats.json and report.html count duplicates per value of FIELD; records "
+    "without it count under their detected script (default: detected scripts only).",
+)
+@click.option(
     "--vectors",
     "vectors_field",
     default=None,
@@ -180,11 +187,14 @@ def dedup(
     # Without --id-field or --row-ids a field "id" gives the ids (local text runs).
     detect_id = not row_ids and opts["id_field"] is None
     rename_ids = opts.pop("rename_duplicate_ids")
-    if rename_ids and (engine == "ray" or vectors_field is not None):
-        with errors():
-            raise InvalidConfig(
-                "rename-duplicate-ids", True, "only for text with --engine local", "drop it"
-            )
+    language_field = opts.pop("language_field")
+    for name, value in (
+        ("rename-duplicate-ids", rename_ids or None),
+        ("language-field", language_field),
+    ):
+        if value is not None and (engine == "ray" or vectors_field is not None):
+            with errors():
+                raise InvalidConfig(name, value, "only for text with --engine local", "drop it")
     if engine == "ray" or vectors_field is not None:
         start_numba()
     if engine == "ray":
@@ -302,6 +312,7 @@ def dedup(
                 on_finished=summarize,
                 detect_id=detect_id,
                 rename_duplicate_ids=rename_ids,
+                language_field=language_field,
             )
     finally:
         if prefetch is not None:

@@ -32,8 +32,10 @@ its memory, and re-exports the names that callers import from here.
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from neardup.core._errors import InputError
 from neardup.core.config import Config, scratch_bytes
@@ -59,6 +61,7 @@ __all__ = [
     "detect_format",
     "iter_jsonl",
     "read_corpus",
+    "record_fields",
     "resolve_inputs",
     "write_subset",
 ]
@@ -125,6 +128,29 @@ def read_corpus(
     if detected is not None:
         corpus.ids, corpus.id_choice = settle_ids(corpus.ids, detected)
     return corpus
+
+
+def record_fields(corpus: Corpus, names: Sequence[str]) -> list[dict[str, Any]]:
+    """The values of ``names`` for every record of ``corpus`` (missing: absent key)."""
+    if not names:
+        return [{} for _ in range(len(corpus))]
+    out: list[dict[str, Any]] = []
+    if corpus.format == "jsonl":
+        for raw in corpus.raw_lines:
+            rec = json.loads(raw)
+            out.append({k: rec[k] for k in names if k in rec and rec[k] is not None})
+    elif corpus.format == "csv":
+        for row in corpus.csv_rows:
+            out.append({k: row[k] for k in names if row.get(k) not in (None, "")})
+    elif corpus.format == "txt":
+        out = [{} for _ in range(len(corpus))]
+    else:
+        cols: dict[int, dict[str, list[Any]]] = {}
+        for ti, tb in enumerate(corpus.tables):
+            cols[ti] = {k: tb.column(k).to_pylist() for k in names if k in tb.column_names}
+        for ti, ri in corpus.row_index:
+            out.append({k: v[ri] for k, v in cols[ti].items() if v[ri] is not None})
+    return out
 
 
 def input_bytes(inputs: Sequence[str]) -> int:

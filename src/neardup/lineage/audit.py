@@ -27,11 +27,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from neardup.batch.languages import language_labels
 from neardup.batch.outputs import commit_output, staged_output, write_json
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config
 from neardup.core.ids import json_id
-from neardup.io.corpus import Corpus, read_corpus, write_subset
+from neardup.io.corpus import Corpus, read_corpus, record_fields, write_subset
 from neardup.lineage.families import (
     PROVENANCE_FIELDS,
     FamilyResult,
@@ -39,8 +42,9 @@ from neardup.lineage.families import (
     build_families,
     read_decisions,
 )
-from neardup.lineage.splits import cross_split_leakage, family_split
+from neardup.lineage.splits import cross_split_leakage, family_split, leaking_mask
 from neardup.text.hashing import HashKey
+from neardup.text.scripts import label_counts
 
 __all__ = ["AuditReport", "SplitReport", "record_fields", "run_audit", "run_split"]
 
@@ -69,29 +73,6 @@ class SplitReport:
     families: int
     largest_family: int
     report: Mapping[str, Any]
-
-
-def record_fields(corpus: Corpus, names: Sequence[str]) -> list[dict[str, Any]]:
-    """The values of ``names`` for every record of ``corpus`` (missing: absent key)."""
-    if not names:
-        return [{} for _ in range(len(corpus))]
-    out: list[dict[str, Any]] = []
-    if corpus.format == "jsonl":
-        for raw in corpus.raw_lines:
-            rec = json.loads(raw)
-            out.append({k: rec[k] for k in names if k in rec and rec[k] is not None})
-    elif corpus.format == "csv":
-        for row in corpus.csv_rows:
-            out.append({k: row[k] for k in names if row.get(k) not in (None, "")})
-    elif corpus.format == "txt":
-        out = [{} for _ in range(len(corpus))]
-    else:
-        cols: dict[int, dict[str, list[Any]]] = {}
-        for ti, tb in enumerate(corpus.tables):
-            cols[ti] = {k: tb.column(k).to_pylist() for k in names if k in tb.column_names}
-        for ti, ri in corpus.row_index:
-            out.append({k: v[ri] for k, v in cols[ti].items() if v[ri] is not None})
-    return out
 
 
 def _provenance(
@@ -220,6 +201,7 @@ def run_audit(
                 {"shingle_hash": f"{h:016x}", "documents": c} for h, c in fam.boilerplate[:50]
             ],
             "bad_records": len(corpus.bad),
+            **_by_language(fam, fields.get("language")),
         }
         if tmp is None or output is None:
             return _audit_report(audit)
@@ -251,6 +233,27 @@ def _from_splits(fam: FamilyResult, assignment: Sequence[str]) -> dict[str, dict
         if p.split is not None:
             moved.setdefault(p.split, Counter())[new] += 1
     return {old: dict(sorted(c.items())) for old, c in sorted(moved.items())}
+
+
+def _by_language(fam: FamilyResult, field: str | None) -> dict[str, Any]:
+    """``language_field`` and ``by_language``: records, records in families and
+    leaking records per language (the mapped language field where a record has
+    one, else its detected script)."""
+    scripts = fam.scripts
+    if scripts is None:  # pragma: no cover - build_families always detects them
+        raise InvalidConfig("scripts", None, "the families have no scripts", "rerun")
+    labels = language_labels(scripts, [p.language for p in fam.provenance])
+    in_family = np.zeros(fam.n, dtype=np.bool_)
+    for f in fam.families:
+        in_family[list(f.members)] = True
+    return {
+        "language_field": field,
+        "by_language": label_counts(
+            labels,
+            {"records_in_families": in_family, "leaking_records": leaking_mask(fam)},
+            total="records",
+        ),
+    }
 
 
 def _audit_report(audit: dict[str, Any]) -> AuditReport:
@@ -370,7 +373,7 @@ def _veto_html(a: dict[str, Any]) -> str:
 def _audit_html(
     fam: FamilyResult, ids: Sequence[Any], texts: Sequence[str], a: dict[str, Any]
 ) -> str:
-    from neardup.batch.report import highlight_spans, page_top, size_chart
+    from neardup.batch.report import highlight_spans, language_table, page_top, size_chart
 
     leak = a["leakage"]
     cards = [
@@ -438,6 +441,11 @@ def _audit_html(
             )
     return (
         page_top("neardup audit", "neardup audit", a["inputs"], cards, rows)
+        + language_table(
+            a.get("by_language", {}),
+            ("records", "records"),
+            (("records_in_families", "in families"), ("leaking_records", "leaking")),
+        )
         + "<h2>Cross-split leakage (records of A with a relative in B)</h2><table>"
         + leak_rows
         + "</table>"

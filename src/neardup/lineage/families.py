@@ -172,7 +172,9 @@ class Decision:
 @dataclass(frozen=True, eq=False, slots=True)
 class FamilyResult:
     """Families of a batch.  ``family_of[i]`` is i's family id; records without
-    relatives get ids of their own after the families (so every record has one)."""
+    relatives get ids of their own after the families (so every record has one).
+    ``scripts[i]`` is record i's detected script id
+    (:data:`neardup.text.scripts.SCRIPTS`), when known."""
 
     n: int
     families: list[Family]
@@ -183,6 +185,7 @@ class FamilyResult:
     dropped_by_boilerplate: list[FamilyEdge]
     cut_by_review: int
     stats: dict[str, Any] = field(default_factory=dict)
+    scripts: npt.NDArray[np.uint8] | None = field(default=None, repr=False)
 
 
 def read_decisions(path: str) -> list[Decision]:
@@ -485,7 +488,9 @@ def build_families(
         "threshold": t,
         "config_fingerprint": res.config_fingerprint,
     }
-    return FamilyResult(n, families, family_of, prov, listed, vetoed, dropped, cut, stats)
+    return FamilyResult(
+        n, families, family_of, prov, listed, vetoed, dropped, cut, stats, res.scripts
+    )
 
 
 def _vetoed_summary(vetoed: Sequence[FamilyEdge], ids: Sequence[Any]) -> dict[str, Any]:

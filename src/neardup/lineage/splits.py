@@ -7,13 +7,40 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
 from neardup.lineage.families import FamilyResult
 
-__all__ = ["cross_split_leakage", "family_split"]
+__all__ = ["cross_split_leakage", "family_split", "leaking_mask"]
+
+
+def _straddling(result: FamilyResult) -> Iterator[dict[str, list[int]]]:
+    """The members of each family that straddles splits, by split (records without
+    a split left out)."""
+    prov = result.provenance
+    for fam in result.families:
+        by_split: dict[str, list[int]] = defaultdict(list)
+        for m in fam.members:
+            s = prov[m].split
+            if s is not None:
+                by_split[s].append(m)
+        if len(by_split) >= 2:
+            yield by_split
+
+
+def leaking_mask(result: FamilyResult) -> npt.NDArray[np.bool_]:
+    """Per record: whether it has a relative in another split (the records
+    ``leaking_records`` of :func:`cross_split_leakage` counts)."""
+    mask = np.zeros(result.n, dtype=np.bool_)
+    for by_split in _straddling(result):
+        for members in by_split.values():
+            mask[members] = True
+    return mask
 
 
 def cross_split_leakage(
@@ -37,14 +64,7 @@ def cross_split_leakage(
     pairs: Counter[str] = Counter()
     per_slice: dict[str, Counter[str]] = defaultdict(Counter)
     leaking: set[int] = set()
-    for fam in result.families:
-        by_split: dict[str, list[int]] = defaultdict(list)
-        for m in fam.members:
-            s = prov[m].split
-            if s is not None:
-                by_split[s].append(m)
-        if len(by_split) < 2:
-            continue
+    for by_split in _straddling(result):
         for sa, ma in by_split.items():
             for sb in by_split:
                 if sa == sb:

@@ -27,6 +27,8 @@ EXE = str(Path(sys.executable).parent / "neardup")
 
 def _corpus(seed: int, n_base: int = 300, copies: int = 240) -> list[str]:
     base = synthetic_documents(n_base, seed=seed, words=50, vocabulary=3000)
+    # A third of the documents in Cyrillic letters, for the per-language counts.
+    base = [d.replace("w", "ш") if i % 3 == 1 else d for i, d in enumerate(base)]
     texts, _ = plant_near_duplicates(
         base, copies=copies, edit_rate=[0.0, 0.02, 0.05, 0.1, 0.25], seed=seed + 1
     )
@@ -84,6 +86,8 @@ def _assert_same(local: Path, ray_out: Path, fmt: str = "jsonl") -> dict[str, An
     for k in ("documents_in", "documents_out", "exact_duplicates", "near_duplicates", "clusters"):
         assert stats_l[k] == stats_r[k], k
     assert stats_l["cluster_size_histogram"] == stats_r["cluster_size_histogram"]
+    assert stats_l["by_language"] == stats_r["by_language"]
+    assert {"Latin", "Cyrillic", "none"} <= set(stats_r["by_language"])
     return stats_r
 
 

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
+from neardup.batch.languages import language_counts
 from neardup.batch.results import search_stats
 from neardup.batch.runs import DedupRun
 from neardup.core._errors import InputError, InvalidConfig
@@ -117,7 +118,7 @@ def run_dedup_ray(
                 formats=tuple(formats), cap=cfg.max_candidates,
             )
             r = Run(ray=ray, job=job, manifest=manifest, progress=progress)
-            stats = _pipeline(r, cc_threshold, cpus, round_bytes)
+            stats, per_script = _pipeline(r, cc_threshold, cpus, round_bytes)
             stats["engine"]["reused_stages"] = list(manifest.reused)
             stats["inputs"] = list(inputs)
             stats["format"] = formats[0]
@@ -127,7 +128,8 @@ def run_dedup_ray(
                 shutil.rmtree(work, ignore_errors=True)
                 return DedupRun.from_stats(stats, None)
             t1 = time.perf_counter()
-            write_outputs(r, tmp, stats)
+            removed = write_outputs(r, tmp, stats)
+            stats.update(language_counts(per_script, removed))
             stats["timings_s"]["write"] = round(time.perf_counter() - t1, 6)
             stats["timings_s"]["total"] = round(time.perf_counter() - t_start, 6)
             write_json(os.path.join(tmp, "stats.json"), stats)
@@ -147,9 +149,16 @@ class _Reading(TypedDict):
     keep: str
 
 
-def _pipeline(r: Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[str, Any]:
-    """Stages 1-6 (each recorded in the manifest); returns the stats known so far."""
+def _pipeline(
+    r: Run, cc_threshold: int, cpus: int, round_bytes: int
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Stages 1-6 (each recorded in the manifest); returns the stats known so far
+    and the documents per detected script."""
     feats = run_features(r)  # 1
+    per_script: dict[str, int] = {}
+    for i in sorted(feats):
+        for name, c in feats[i]["scripts"].items():
+            per_script[name] = per_script.get(name, 0) + int(c)
     job = r.job
     cfg = job.config
     n = sum(int(feats[i]["rows"]) for i in range(len(job.shards)))
@@ -190,4 +199,4 @@ def _pipeline(r: Run, cc_threshold: int, cpus: int, round_bytes: int) -> dict[st
         },
         "timings_s": {k: round(v, 6) for k, v in r.timings.items()},
     }
-    return stats
+    return stats, per_script

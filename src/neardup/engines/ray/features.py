@@ -26,6 +26,7 @@ from neardup.core.ids import json_id
 from neardup.engines.ray.common import Job, feature_path, one_thread
 from neardup.engines.ray.runner import Run
 from neardup.text.hashing import SchemeDescriptor
+from neardup.text.scripts import SCRIPTS
 
 __all__ = ["expand_inputs", "featurize_shard", "local_copy", "run_features", "shard_format"]
 
@@ -122,6 +123,7 @@ def featurize_shard(job: Job, shard: int, path: str) -> dict[str, Any]:
             "raw": pa.array(sets.raw_counts),
             "trunc": pa.array(sets.truncated),
             "big": pa.array(hashed.too_large),
+            "script": pa.array(hashed.scripts),
             "sig": pa.FixedSizeListArray.from_arrays(pa.array(sig.reshape(-1)), k),
             "set": pa.LargeListArray.from_arrays(pa.array(indptr), pa.array(data)),
         }
@@ -141,6 +143,12 @@ def featurize_shard(job: Job, shard: int, path: str) -> dict[str, Any]:
         "too_large": int(hashed.too_large.sum()),
         "eligible": int(((sets.raw_counts > 0) & ~hashed.too_large).sum()),
         "truncated": int(sets.truncated.sum()),
+        "scripts": {
+            name: int(c)
+            for name, c in zip(SCRIPTS, np.bincount(hashed.scripts, minlength=len(SCRIPTS)),
+                               strict=True)
+            if c
+        },
         "bad": [{"path": b.path, "line": b.line, "reason": b.reason} for b in corpus.bad],
     }
 

@@ -18,7 +18,7 @@ __all__ = ["MANIFEST", "Manifest", "file_digest"]
 
 MANIFEST = "manifest.json"
 _MANIFEST_KIND = "neardup-ray-manifest"
-_MANIFEST_VERSION = 1
+_MANIFEST_VERSION = 2
 
 
 def file_digest(path: str) -> str:

@@ -5,7 +5,9 @@
    numbers for the next shuffle.
 8. write — the assignments of removed members meet their cluster numbers, then
    per input shard ``kept/part-NNNNN.*`` and ``duplicates/part-NNNNN.*`` are
-   written by the local writer (:func:`neardup.io.corpus.write_subset`).
+   written by the local writer (:func:`neardup.io.corpus.write_subset`), and the
+   removed members are counted per detected script (the ``script`` column of the
+   shard's feature file) for ``by_language``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import numpy as np
 
 from neardup.batch.results import size_histogram
 from neardup.core._errors import NeardupIOError
-from neardup.engines.ray.common import Job, column, part_key
+from neardup.engines.ray.common import Job, column, feature_path, part_key
 from neardup.engines.ray.features import local_copy
 from neardup.engines.ray.runner import Run, expr_col
+from neardup.text.scripts import SCRIPTS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -73,6 +76,7 @@ def assign_reduce(job: Job, t: pa.Table) -> pa.Table:
 def write_shard(job: Job, out: str, t: pa.Table) -> pa.Table:
     """Write kept/ and duplicates/ of one input shard (rows: its assignments + a marker)."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from neardup.io.corpus import read_corpus, write_subset
 
@@ -105,7 +109,18 @@ def write_shard(job: Job, out: str, t: pa.Table) -> pa.Table:
         os.path.join(out, "duplicates", f"part-{shard:05d}"),
         extra={"cluster": cluster.tolist(), "representative": reps},
     )
-    return pa.table({"shard": [shard], "kept": [int((~dup).sum())], "dups": [int(dup.sum())]})
+    scripts = pq.read_table(feature_path(job.work, shard), columns=["script"])
+    removed = np.bincount(
+        scripts.column("script").to_numpy()[rows].astype(np.int64), minlength=len(SCRIPTS)
+    )
+    return pa.table(
+        {
+            "shard": [shard],
+            "kept": [int((~dup).sum())],
+            "dups": [int(dup.sum())],
+            "dup_scripts": [json.dumps(removed.tolist())],
+        }
+    )
 
 
 def _cluster_counts(stats: dict[str, Any], ncl: int, dups: int, hist: dict[int, int]) -> None:
@@ -130,9 +145,9 @@ def count_clusters(r: Run, stats: dict[str, Any]) -> None:
     _cluster_counts(stats, ncl, dups, hist)
 
 
-def write_outputs(r: Run, tmp: str, stats: dict[str, Any]) -> None:
+def write_outputs(r: Run, tmp: str, stats: dict[str, Any]) -> dict[str, int]:
     """clusters.jsonl (driver stream, sorted by smallest member), then per shard
-    kept/ and duplicates/."""
+    kept/ and duplicates/; returns the removed documents per detected script."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -196,3 +211,5 @@ def write_outputs(r: Run, tmp: str, stats: dict[str, Any]) -> None:
     res = r.shuffle("write", allrows, lambda t: write_shard(job, tmp, t), exact=True).take_all()
     if len(res) != len(job.shards):  # pragma: no cover - every shard has a marker row
         raise NeardupIOError(tmp, OSError("not every shard was written"))
+    removed = np.sum([json.loads(row["dup_scripts"]) for row in res], axis=0)
+    return {name: int(c) for name, c in zip(SCRIPTS, removed, strict=True) if c}
