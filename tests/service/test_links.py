@@ -17,7 +17,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from neardup.core._errors import Conflict, InvalidConfig
+from neardup.core._errors import Conflict, InvalidConfig, SchemeMismatch
 from neardup.service._crypto import MasterSecret
 from neardup.service.tenant import Tenant, TenantConfig
 
@@ -271,7 +271,14 @@ def test_data_written_before_the_rule_opens_and_is_repaired_once(tmp_path: Path)
     assert rebuilt.digest() == digest and rebuilt.link_state() == want
     # The snapshot the old version took is repaired the same way when restored.
     (snap,) = (tmp_path / "legacy" / "t1" / "snapshots").glob("snap-000000000006.ndsnap")
-    fresh = Tenant.create(str(tmp_path / "fresh" / "t1"), "t1", SEED, KEY)
+    # That version had one word tokenizer (tokenizer 1): a tenant of the current
+    # default refuses its snapshot as another scheme.
+    current = Tenant.create(str(tmp_path / "current" / "t1"), "t1", SEED, KEY)
+    with pytest.raises(SchemeMismatch):
+        current.restore(snap.read_bytes())
+    current.close()
+    legacy = SEED.with_tokenizer(1)
+    fresh = Tenant.create(str(tmp_path / "fresh" / "t1"), "t1", legacy, KEY)
     fresh.restore(snap.read_bytes())
     assert fresh.link_state() == want
     assert fresh.events()["events"][-1]["cause"] == "repair"
