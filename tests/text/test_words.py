@@ -192,3 +192,12 @@ def test_tokenizer_is_validated_and_ignored_off_word_shingles() -> None:
     assert ShingleSpec.parse("word:3").tokenizer == 2
     with pytest.raises(EmptyDocument):
         shingles("。、！", ShingleSpec())
+
+
+@pytest.mark.slow
+def test_the_cached_tables_are_the_built_ones() -> None:
+    from neardup.text import scripts, words
+
+    for version in (1, 2):
+        assert np.array_equal(words.word_table(version), words._build_table(version))
+    assert np.array_equal(scripts._table(), scripts._build_table())

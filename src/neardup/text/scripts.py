@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.tablecache import cached_table
 from neardup.text.normalize import EncodedTexts
 
 __all__ = [
@@ -207,7 +208,11 @@ def script_of(text: str) -> str:
 
 @functools.cache
 def _table() -> npt.NDArray[np.uint8]:
-    # Built on first use (about 0.07 s), from the same rule as char_script.
+    return cached_table("scripts", __file__, _build_table)
+
+
+def _build_table() -> npt.NDArray[np.uint8]:
+    # From the same rule as char_script.
     table = np.zeros(_TABLE_SIZE, dtype=np.uint8)
     for lo, hi, name in SCRIPT_RANGES:
         table[lo : hi + 1] = _ID[name]

@@ -47,6 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core.config import TOKENIZER_VERSIONS, check_tokenizer
+from neardup.core.tablecache import cached_table
 
 __all__ = [
     "TOKENIZER_VERSIONS",
@@ -114,6 +115,10 @@ def word_table(tokenizer: int = 2) -> npt.NDArray[np.uint8]:
 
 @functools.cache
 def _table(version: int) -> npt.NDArray[np.uint8]:
+    return cached_table(f"word-classes-{version}", __file__, lambda: _build_table(version))
+
+
+def _build_table(version: int) -> npt.NDArray[np.uint8]:
     # Decoding all code points as UTF-32 builds the string in one C call instead
     # of 1.1M chr() calls, paid by every run.
     universe = np.arange(0x110000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
