@@ -102,6 +102,7 @@ AUDIT_MAPS = {  # maps of audit.json whose keys vary, and the placeholder of a k
     "leakage.pairs": "<A->B>",
     "leakage.by": "<slice>",
     "leakage.by.<slice>": "<value>",
+    "by_language": "<language>",
 }
 
 
