@@ -40,7 +40,25 @@ def shown(value: Any, limit: int = 80) -> Any:
 
 
 class NeardupError(Exception):
-    """Base class of every error raised by neardup."""
+    """Base class of every error raised by neardup.
+
+    Every error survives a round trip through :mod:`pickle` with its class, its
+    message and its attributes, so that one raised in a Ray worker reaches the
+    caller as itself (subclasses take other arguments than their message).
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuild(cls: type[NeardupError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    try:
+        err = cls.__new__(cls)
+    except TypeError:  # MemoryError's __new__ refuses a subclass that mixes in another base
+        err = Exception.__new__(cls)
+    Exception.__init__(err, *args)
+    err.__dict__.update(state)
+    return err
 
 
 class InvalidConfig(NeardupError, ValueError):
