@@ -9,7 +9,14 @@ from typing import Any
 import click
 
 from neardup.cli._clihelp import SectionedCommand
-from neardup.cli.common import OVERWRITE_OPTION, Progress, errors, resolved_inputs
+from neardup.cli.common import (
+    OVERWRITE_OPTION,
+    Progress,
+    choice_option,
+    errors,
+    resolved_inputs,
+)
+from neardup.core._errors import InvalidConfig
 
 __all__ = ["CONTAMINATION_EXIT", "decontaminate"]
 
@@ -33,6 +40,7 @@ _SECTIONS = (
     ("What is contamination", ("ngram", "min_containment", "normalizer", "hash_algorithm")),
     ("Outputs", ("output", "overwrite", "fail_on_contamination", "quiet")),
     ("Performance", ("batch_bytes",)),
+    ("Engines", ("engine", "ray_address", "ray_cpus")),
 )
 
 
@@ -112,6 +120,23 @@ _SECTIONS = (
     show_default=True,
     help="Training text checked at a time (bounds memory).",
 )
+@choice_option(
+    "--engine",
+    ["local", "ray"],
+    "local (this process, inputs in turn), or ray (one task per input, the ray extra): "
+    "same outputs.",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --engine ray: join this running Ray cluster (default: start a local one).",
+)
+@click.option(
+    "--ray-cpus",
+    type=int,
+    default=None,
+    help="With --engine ray and no --ray-address: CPUs of the local Ray (default: all).",
+)
 @click.option("--quiet", is_flag=True, help="No progress on stderr (the summary line stays).")
 def decontaminate(
     inputs: tuple[str, ...],
@@ -130,12 +155,18 @@ def decontaminate(
     source_field: str | None,
     skip_bad: bool,
     batch_bytes: int,
+    engine: str,
+    ray_address: str | None,
+    ray_cpus: int | None,
     quiet: bool,
 ) -> None:
     """Find evaluation items inside training records (exact containment and
     Jaccard, spans in both texts): clean/, removed.jsonl, report.json, report.html.
 
     Example: neardup decontaminate shards/ --against mmlu=mmlu_test.jsonl -o decon/
+
+    On Ray: neardup decontaminate shards/ --against mmlu=mmlu_test.jsonl -o decon/
+    --engine ray --ray-address auto
     """
     inputs = resolved_inputs(inputs)
     from neardup.lineage.decontam import DecontamConfig
@@ -148,6 +179,14 @@ def decontaminate(
             click.echo(f"\r{docs} records, {nbytes / 1e6:.0f} MB", err=True, nl=False)
 
     with errors():
+        if engine != "ray":
+            for name, value in (("ray-address", ray_address), ("ray-cpus", ray_cpus)):
+                if value is not None:
+                    raise InvalidConfig(
+                        name, value, "only used with --engine ray", "add --engine ray"
+                    )
+        if ray_cpus is not None and ray_cpus < 1:
+            raise InvalidConfig("ray-cpus", ray_cpus, "must be at least 1", "use e.g. 2")
         cfg = DecontamConfig(
             ngram=ngram,
             min_containment=min_containment,
@@ -155,7 +194,14 @@ def decontaminate(
             hash_algorithm=hash_algorithm,  # type: ignore[arg-type]
             batch_bytes=batch_bytes,
         )
-        res: Any = run_decontaminate(
+        extra: dict[str, Any] = {}
+        run: Any = run_decontaminate
+        if engine == "ray":
+            from neardup.engines.ray.decontam import run_decontaminate_ray
+
+            run = run_decontaminate_ray
+            extra = {"ray_address": ray_address, "num_cpus": ray_cpus}
+        res: Any = run(
             list(inputs),
             [eval_set_name(a) for a in against],
             output,
@@ -168,6 +214,7 @@ def decontaminate(
             skip_bad=skip_bad,
             overwrite=overwrite,
             progress=progress,
+            **extra,
         )
     if bars.enabled:
         click.echo("", err=True)
