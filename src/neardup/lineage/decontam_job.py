@@ -52,7 +52,7 @@ from neardup.io.corpus import read_corpus
 from neardup.io.inputs import resolve_inputs, strip_compression
 from neardup.lineage.decontam import DecontamConfig, EvalIndex, run_key
 from neardup.lineage.decontam_report import render_html
-from neardup.lineage.decontam_shard import Tally, check_input, training_format
+from neardup.lineage.decontam_shard import InputCounts, Tally, check_input, training_format
 from neardup.text.hashing import HashKey
 
 __all__ = [
@@ -142,7 +142,7 @@ def run_decontaminate(
     index = EvalIndex.build(plan.items, plan.config, plan.key)
     tally = Tally(index, dict(against), plan.counts)
     plan.t_index = time.perf_counter() - plan.t0
-    totals = [0, 0, 0, 0]
+    totals = InputCounts()
     with staged_output(output, overwrite, plan.protect) as tmp:
         rem_fh: IO[bytes] = (
             open(os.path.join(tmp, "removed.jsonl"), "wb") if tmp else io.BytesIO()  # noqa: SIM115
@@ -152,7 +152,7 @@ def run_decontaminate(
         names = clean_names(inputs)
         with writing(tmp or "<memory>"), rem_fh:
             for fi, path in enumerate(inputs):
-                done = (totals[0], totals[2])
+                done = (totals.documents, totals.bytes)
 
                 def step(d: int, b: int, done: tuple[int, int] = done) -> None:
                     if progress is not None:
@@ -172,8 +172,7 @@ def run_decontaminate(
                     batch_bytes=plan.config.batch_bytes,
                     progress=step,
                 )
-                for k, v in enumerate((c.documents, c.removed, c.bytes, c.bad)):
-                    totals[k] += v
+                totals += c
         return finish(plan, tally, index.nbytes, totals, tmp, output)
 
 
@@ -219,14 +218,14 @@ def finish(
     plan: Plan,
     tally: Tally,
     index_bytes: int,
-    totals: Sequence[int],
+    totals: InputCounts,
     tmp: str | None,
     output: str | None,
 ) -> DecontamResult:
-    """The report of a run from its merged tally and totals (documents, removed,
-    bytes, bad records); written with ``report.html`` into ``tmp`` and the
-    staged folder committed as ``output`` (when both are given)."""
-    docs, removed, nbytes, bad = totals
+    """The report of a run from its merged tally and totals; written with
+    ``report.html`` into ``tmp`` and the staged folder committed as ``output``
+    (when both are given)."""
+    docs, removed, nbytes, bad = totals.documents, totals.removed, totals.bytes, totals.bad
     cfg = plan.config
     report = {
         "parameters": {

@@ -241,12 +241,20 @@ class Tally:
 
 @dataclass(frozen=True, slots=True)
 class InputCounts:
-    """What :func:`check_input` saw in one input."""
+    """What :func:`check_input` saw in one input (or, added up, in several)."""
 
-    documents: int
-    removed: int
-    bytes: int
-    bad: int
+    documents: int = 0
+    removed: int = 0
+    bytes: int = 0
+    bad: int = 0
+
+    def __add__(self, other: InputCounts) -> InputCounts:
+        return InputCounts(
+            self.documents + other.documents,
+            self.removed + other.removed,
+            self.bytes + other.bytes,
+            self.bad + other.bad,
+        )
 
 
 def check_input(

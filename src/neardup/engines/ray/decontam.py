@@ -37,7 +37,7 @@ from neardup.engines.ray.common import one_thread
 from neardup.engines.ray.runner import start_ray
 from neardup.lineage.decontam import DecontamConfig, EvalIndex
 from neardup.lineage.decontam_job import DecontamResult, Plan, clean_names, finish, prepare
-from neardup.lineage.decontam_shard import Tally, check_input
+from neardup.lineage.decontam_shard import InputCounts, Tally, check_input
 from neardup.text.hashing import HashKey
 
 __all__ = ["run_decontaminate_ray"]
@@ -65,14 +65,14 @@ class _Checker:
 
     def check(
         self, path: str, input_no: int, clean_path: str | None, removed_path: str | None
-    ) -> tuple[dict[str, Any], tuple[int, int, int, int]]:
+    ) -> tuple[dict[str, Any], InputCounts]:
         tally = Tally(self.index, self.sets, self.counts)
         fh: IO[bytes] = open(removed_path, "wb") if removed_path else io.BytesIO()  # noqa: SIM115
         with fh:
             c = check_input(
                 path, input_no, self.index, tally, clean_path=clean_path, removed=fh, **self.options
             )
-        return tally.state(), (c.documents, c.removed, c.bytes, c.bad)
+        return tally.state(), c
 
 
 def run_decontaminate_ray(
@@ -150,15 +150,14 @@ def _run(
         )
         for fi, path in enumerate(plan.inputs)
     ]
-    totals = [0, 0, 0, 0]
+    totals = InputCounts()
     try:
         results = pool.map(lambda a, job: a.check.remote(*job), jobs)
         for state, counts in results:
             tally.merge(state)
-            for k, v in enumerate(counts):
-                totals[k] += v
+            totals += counts
             if progress is not None:
-                progress(totals[0], totals[2])
+                progress(totals.documents, totals.bytes)
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
         if isinstance(cause, NeardupError):
