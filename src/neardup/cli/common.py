@@ -29,6 +29,7 @@ __all__ = [
     "CONFIG_OPTIONS",
     "METHOD_OPTION",
     "OVERWRITE_OPTION",
+    "RAY_OPTIONS",
     "Decorator",
     "Main",
     "Progress",
@@ -75,6 +76,21 @@ METHOD_OPTION = choice_option(
 OVERWRITE_OPTION = click.option(
     "--overwrite", is_flag=True, help="Replace an existing output folder."
 )
+
+RAY_OPTIONS = options(
+    click.option(
+        "--ray-address",
+        default=None,
+        help="With --engine ray: join this running Ray cluster (default: start a local one).",
+    ),
+    click.option(
+        "--ray-cpus",
+        type=int,
+        default=None,
+        help="With --engine ray and no --ray-address: CPUs of the local Ray (default: all).",
+    ),
+)
+"""``--ray-address`` and ``--ray-cpus``: where a command's ``--engine ray`` runs."""
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)

@@ -11,6 +11,7 @@ import click
 from neardup.cli._clihelp import SectionedCommand
 from neardup.cli.common import (
     OVERWRITE_OPTION,
+    RAY_OPTIONS,
     Progress,
     choice_option,
     errors,
@@ -126,17 +127,7 @@ _SECTIONS = (
     "local (this process, inputs in turn), or ray (one task per input, the ray extra): "
     "same outputs.",
 )
-@click.option(
-    "--ray-address",
-    default=None,
-    help="With --engine ray: join this running Ray cluster (default: start a local one).",
-)
-@click.option(
-    "--ray-cpus",
-    type=int,
-    default=None,
-    help="With --engine ray and no --ray-address: CPUs of the local Ray (default: all).",
-)
+@RAY_OPTIONS
 @click.option("--quiet", is_flag=True, help="No progress on stderr (the summary line stays).")
 def decontaminate(
     inputs: tuple[str, ...],

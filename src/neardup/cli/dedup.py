@@ -14,6 +14,7 @@ from neardup.cli._clihelp import (
 from neardup.cli.common import (
     METHOD_OPTION,
     OVERWRITE_OPTION,
+    RAY_OPTIONS,
     Main,
     Progress,
     choice_option,
@@ -110,17 +111,7 @@ __all__ = ["compile_cmd", "dedup"]
     ["local", "ray"],
     "local (this process), or ray (Ray Data, the ray extra): same clusters and kept set.",
 )
-@click.option(
-    "--ray-address",
-    default=None,
-    help="With --engine ray: join this running Ray cluster (default: start a local one).",
-)
-@click.option(
-    "--ray-cpus",
-    type=int,
-    default=None,
-    help="With --engine ray and no --ray-address: CPUs of the local Ray (default: all).",
-)
+@RAY_OPTIONS
 @click.option(
     "--resume",
     is_flag=True,
