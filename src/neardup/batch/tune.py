@@ -152,32 +152,55 @@ def _prepare(
     return cc, too_large
 
 
-def _what_to_change(cc: Pairs, failing: dict[str, float], cfg: TuneConfig, n: int) -> list[str]:
-    out = []
-    for seg, q05 in failing.items():
+def _what_to_change(cc: Pairs, rows: list[dict[str, Any]], cfg: TuneConfig, n: int) -> list[str]:
+    """Suggestions for a refusal: which segments no layout within budget serves,
+    and what would (representation, a second layout, more hashes, more pairs)."""
+    budget_words = ("expected far candidates", "p99 candidates", "max_pairs")
+    within = [x for x in rows if not any(w in f for f in x["fails"] for w in budget_words)]
+    if not within:
+        return [
+            f"no layout with at most {cfg.max_perm} hashes keeps candidates within the budget "
+            f"{cfg.budget:g} at n={n:,}: raise --max-perm (more rows per band), raise "
+            "--budget, or lower --far; boilerplate shared by many records (see the hot "
+            "buckets) also drives candidates: strip it or use a larger shingle"
+        ]
+    t = cc.truth
+    groups: list[tuple[str, npt.NDArray[np.bool_]]] = [("overall", t)]
+    for field, seg in cc.seg_of.items():
+        arr = np.array(seg, dtype=object)
+        groups += [(f"{field}={v}", t & (arr == v)) for v in sorted(set(arr[t].tolist()))]
+    out: list[str] = []
+    need = pairs_needed(cfg.recall, cfg.confidence)
+    for name, mask in groups:
+        prefix = "overall recall" if name == "overall" else f"{name}:"
+        if not all(any(f.startswith(prefix) for f in x["fails"]) for x in within):
+            continue
+        q05 = float(np.quantile(cc.jac[mask], 0.05)) if mask.any() else cfg.threshold
+        if int(mask.sum()) < need:
+            out.append(
+                f"{name}: {int(mask.sum())} pairs cannot clear {cfg.recall} at "
+                f"{cfg.confidence:.0%}: even with none missed it takes {need}; label more pairs"
+            )
         if q05 < cfg.threshold:
             out.append(
-                f"{seg}: labelled duplicates go down to Jaccard {q05:.2f} (5th percentile), below "
-                f"the threshold {cfg.threshold}: the representation does not make them similar; "
-                "try a smaller shingle (e.g. --shingle word:3 or char:5) for these records"
+                f"{name}: duplicates go down to Jaccard {q05:.2f} (5th percentile), below the "
+                f"threshold {cfg.threshold}: the representation does not make them similar; "
+                "try a smaller shingle (e.g. --shingle word:3 or char:5) for these records, "
+                "or a second layout for their range"
             )
-        else:
-            out.append(
-                f"{seg}: its pairs sit near the threshold, where every layout of the grid "
-                "misses too many"
-            )
-        if q05 > cfg.far:
             second = layout_for(cfg, q05, cfg.far * q05 / cfg.threshold, n)
             if second is not None:
                 out.append(
-                    f"{seg}: or a second layout for the range from {q05:.2f}: "
+                    f"{name}: a second layout for the range from {q05:.2f}: "
                     f"{second[0]} bands x {second[1]} rows (theory)"
                 )
-    out.append(
-        f"or label more pairs: with none missed, {pairs_needed(cfg.recall, cfg.confidence)} pairs "
-        f"are the fewest whose {cfg.confidence:.0%} lower bound reaches {cfg.recall}"
-    )
-    return out
+        else:
+            out.append(
+                f"{name}: its pairs sit near the threshold (5th percentile {q05:.2f}), where the "
+                f"layouts within budget miss too many: raise --max-perm (more bands) or "
+                "--budget, or serve this segment with a second layout of more bands"
+            )
+    return out or ["no single check fails in every layout within budget: see the nearest misses"]
 
 
 def _boilerplate(
@@ -405,19 +428,9 @@ def tune(
         row.pop("collided", None)
         row.pop("hot", None)
     memo["layouts"] = rows
-    failing: dict[str, float] = {}
-    if best is None:
-        t = cc.truth
-        for field, seg in cc.seg_of.items():
-            arr = np.array(seg, dtype=object)
-            for v in sorted(set(arr[t].tolist())):
-                if all(any(f.startswith(f"{field}={v}:") for f in x["fails"]) for x in rows):
-                    failing[f"{field}={v}"] = float(np.quantile(cc.jac[t & (arr == v)], 0.05))
-        if not failing and all(any(f.startswith("overall") for f in x["fails"]) for x in rows):
-            failing["overall"] = float(np.quantile(cc.jac[t], 0.05)) if t.any() else cfg.threshold
     reasons = [] if best else _refusal(rows)
     memo["recommendation"] = _recommend(
-        best, cfg, reasons, _what_to_change(cc, failing, cfg, n) if best is None else []
+        best, cfg, reasons, _what_to_change(cc, rows, cfg, n) if best is None else []
     )
     return memo
 
