@@ -42,8 +42,9 @@ def test_tune_writes_the_memo_and_gates_on_a_refusal(tmp_path: Path) -> None:
     assert memo["recommendation"]["status"] == "recommended"
     assert set(memo["layouts"][0]["recall"]["segments"]["kind"]) == {"prose", "template"}
     assert "<svg" in (tmp_path / "memo" / "memo.html").read_text()
-    # An existing memo is an output problem (exit 4) ...
+    # An existing memo is an output problem (exit 4), a corpus over --memory-limit exit 5 ...
     assert run(*common, "-o", str(tmp_path / "memo")).returncode == 4
+    assert run(*common, "--memory-limit", "1MiB", "-o", str(tmp_path / "x")).returncode == 5
     # ... and with too few hashes allowed the recommendation is refused: exit 8 when gated.
     labels = tmp_path / "pairs.jsonl"
     labels.write_text(

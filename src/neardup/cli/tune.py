@@ -122,7 +122,8 @@ def tune_cmd(
     from neardup.batch.job import set_workers
     from neardup.batch.tune import TuneConfig, read_labels, tune
     from neardup.batch.tune_report import write_memo
-    from neardup.io.corpus import read_corpus, record_fields
+    from neardup.core._errors import MemoryLimitExceeded
+    from neardup.io.corpus import in_memory_plan, read_corpus, record_fields
 
     with errors():
         base = config_from(opts)
@@ -145,6 +146,11 @@ def tune_cmd(
         segments: dict[str, list[Any]] = {}
         pairs = None
         if inputs:
+            # The corpus is held like an in-memory dedup run's (pairs and band keys
+            # of the grid come on top and are bounded by --max-pairs).
+            plan = in_memory_plan(inputs, base)
+            if plan > run.memory_limit:
+                raise MemoryLimitExceeded(plan, run.memory_limit, "neardup tune (in memory)")
             corpus = read_corpus(list(inputs), **input_args(opts))
             texts, ids = corpus.texts, list(corpus.ids)
             values = record_fields(corpus, segment_fields)
