@@ -255,20 +255,30 @@ class Pairs:
     pb: _I64
     jac: npt.NDArray[np.float64]
     truth: npt.NDArray[np.bool_]  # J >= threshold, or labelled duplicate
-    seg_of: dict[str, list[str]]  # field -> segment of each pair in (pa, pb)
+    seg_of: dict[str, npt.NDArray[np.str_]]  # field -> segment of each pair in (pa, pb)
     far_pairs: int  # pairs with J >= far among eligible items
     far_codes: _I64  # their codes a*m+b, sorted
 
 
 def segments_of_pairs(
     segments: Mapping[str, Sequence[Any]], pa: _I64, pb: _I64
-) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
+) -> dict[str, npt.NDArray[np.str_]]:
+    """Each field's segment of each pair: the value both items have, :data:`MIXED`
+    when they differ, :data:`MISSING` for items without the field.
+
+    >>> pairs = segments_of_pairs({"f": ["x", "x", None]}, np.array([0, 0]), np.array([1, 2]))
+    >>> pairs["f"].tolist()
+    ['x', '(mixed)']
+    """
+    out: dict[str, npt.NDArray[np.str_]] = {}
     for field, values in segments.items():
-        v = [MISSING if x is None else str(x) for x in values]
-        out[field] = [
-            v[a] if v[a] == v[b] else MIXED for a, b in zip(pa.tolist(), pb.tolist(), strict=True)
-        ]
+        names, code = np.unique(
+            np.array([MISSING if x is None else str(x) for x in values], dtype=np.str_),
+            return_inverse=True,
+        )
+        same = code[pa] == code[pb]
+        labels = np.append(names, MIXED)
+        out[field] = labels[np.where(same, code[pa], len(names))]
     return out
 
 
@@ -297,8 +307,7 @@ def measure_layout(
     t = cc.truth
     row["recall"] = {"overall": recall_rate(int(collide[t].sum()), int(t.sum()), cfg.confidence)}
     segs: dict[str, dict[str, Any]] = {}
-    for field, seg in cc.seg_of.items():
-        arr = np.array(seg, dtype=object)
+    for field, arr in cc.seg_of.items():
         segs[field] = {
             v: recall_rate(
                 int(collide[t & (arr == v)].sum()), int((t & (arr == v)).sum()), cfg.confidence

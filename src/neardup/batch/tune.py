@@ -166,8 +166,7 @@ def _what_to_change(cc: Pairs, rows: list[dict[str, Any]], cfg: TuneConfig, n: i
         ]
     t = cc.truth
     groups: list[tuple[str, npt.NDArray[np.bool_]]] = [("overall", t)]
-    for field, seg in cc.seg_of.items():
-        arr = np.array(seg, dtype=object)
+    for field, arr in cc.seg_of.items():
         groups += [(f"{field}={v}", t & (arr == v)) for v in sorted(set(arr[t].tolist()))]
     out: list[str] = []
     need = pairs_needed(cfg.recall, cfg.confidence)
