@@ -218,7 +218,12 @@ def pair_codes(buckets: list[tuple[int, _I64, _I64]], m: int) -> _I64:
             mem = sorted_members[s : s + z]
             i, j = np.triu_indices(z, 1)
             codes.append(np.minimum(mem[i], mem[j]) * m + np.maximum(mem[i], mem[j]))
-    return np.unique(np.concatenate(codes)) if codes else np.empty(0, np.int64)
+    if not codes:
+        return np.empty(0, np.int64)
+    # A sort and a neighbour test: np.unique's hashing path is ~20x slower here.
+    out = np.concatenate(codes)
+    out.sort()
+    return out[np.r_[True, out[1:] != out[:-1]]] if out.size else out
 
 
 def quantiles(counts: npt.NDArray[np.int64]) -> dict[str, float]:
