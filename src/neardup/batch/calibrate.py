@@ -220,7 +220,7 @@ def pair_codes(buckets: list[tuple[int, _I64, _I64]], m: int) -> _I64:
             codes.append(np.minimum(mem[i], mem[j]) * m + np.maximum(mem[i], mem[j]))
     if not codes:
         return np.empty(0, np.int64)
-    # A sort and a neighbour test: np.unique's hashing path is ~20x slower here.
+    # A sort and a neighbour test rather than np.unique, whose hashing path is slower here.
     out = np.concatenate(codes)
     out.sort()
     return out[np.r_[True, out[1:] != out[:-1]]] if out.size else out
