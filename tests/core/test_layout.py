@@ -59,3 +59,41 @@ def test_false_positive_mass_is_the_area_under_the_curve_below_the_threshold() -
     assert false_positive_mass(0.8, 1, 3) == pytest.approx(0.8**4 / 4, rel=1e-4)
     # More rows per band push the curve right: less mass below the threshold.
     assert false_positive_mass(0.8, 21, 6) < false_positive_mass(0.8, 42, 3)
+
+
+def test_wilson_interval_known_values_and_edges() -> None:
+    from neardup.core.layout import wilson_interval
+
+    # 8/10 at 95 %: the textbook Wilson interval (z = 1.95996).
+    lo, hi = wilson_interval(8, 10)
+    assert lo == pytest.approx(0.4902, abs=1e-4) and hi == pytest.approx(0.9433, abs=1e-4)
+    # By the closed form, at another level: z = 2.5758 for 99 %.
+    z, k, n = 2.5758293035489, 45, 50
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * (p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5
+    lo, hi = wilson_interval(k, n, 0.99)
+    assert lo == pytest.approx(centre - half, rel=1e-9) and hi == pytest.approx(centre + half)
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    assert wilson_interval(0, 10)[0] == 0.0 and wilson_interval(10, 10)[1] == 1.0
+    assert wilson_interval(10, 10)[0] == pytest.approx(0.7225, abs=1e-4)
+    for bad in ((11, 10, 0.95), (1, 10, 1.0), (-1, 10, 0.95), (1, 10, 0.0)):
+        with pytest.raises(InvalidConfig):
+            wilson_interval(*bad)
+
+
+@pytest.mark.parametrize(("p", "n"), [(0.9, 150), (0.97, 400), (0.6, 60)])
+def test_wilson_interval_covers_p_about_95_percent_of_the_time(p: float, n: int) -> None:
+    """Binomial draws with known p: the two-sided interval holds p in about 95 % of
+    them, and its lower end alone (the bound tune gates on) in at least 95 %."""
+    import numpy as np
+
+    from neardup.core.layout import wilson_interval
+
+    rng = np.random.default_rng(12345)
+    draws = rng.binomial(n, p, size=4000)
+    ivs = [wilson_interval(int(k), n) for k in draws]
+    inside = np.mean([lo <= p <= hi for lo, hi in ivs])
+    below = np.mean([lo <= p for lo, _ in ivs])
+    assert 0.925 <= inside <= 0.975, inside
+    assert below >= 0.95, below

@@ -4,7 +4,8 @@ Exit codes: 0 success; 1 unexpected error; 2 usage error or invalid parameter;
 3 bad input data (``repair``: the tenant is damaged); 4 I/O problem (unreadable
 input, existing output); 5 memory limit; 6 leakage found (``audit
 --fail-on-leakage``); 7 contamination found (``decontaminate
---fail-on-contamination``); 130 and 143 a ``dedup`` stopped by SIGINT and SIGTERM.
+--fail-on-contamination``); 8 no layout recommended (``tune
+--fail-on-refusal``); 130 and 143 a ``dedup`` stopped by SIGINT and SIGTERM.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from neardup.cli.lineage import audit, split
 from neardup.cli.params import params
 from neardup.cli.service import apikey, repair, route, serve
 from neardup.cli.signatures import signatures
+from neardup.cli.tune import tune_cmd
 from neardup.core.procenv import process_defaults
 
 __all__ = ["main"]
@@ -49,6 +51,7 @@ for _command in (
     decontaminate,
     eval_cmd,
     signatures,
+    tune_cmd,
     serve,
     apikey,
     repair,

@@ -18,6 +18,7 @@ __all__ = [
     "DEDUP_SECTIONS",
     "EVAL_SECTIONS",
     "SIGNATURES_SECTIONS",
+    "TUNE_SECTIONS",
     "SectionedCommand",
     "audit_sections",
     "split_sections",
@@ -104,6 +105,18 @@ SIGNATURES_SECTIONS: Sections = (
     ("Signatures and bands", _TEXT_DUPLICATE),
     ("Outputs", ("output", "overwrite", "quiet")),
     ("Performance", _PERFORMANCE),
+)
+
+
+TUNE_SECTIONS: Sections = (
+    ("Input", ("text_field", "id_field", "skip_bad", "labels", "segment_fields")),
+    ("Signatures and bands", _TEXT_DUPLICATE),
+    (
+        "Targets",
+        ("far", "recall", "budget", "n", "max_perm", "confidence", "seeds", "ranges"),
+    ),
+    ("Outputs", ("output", "overwrite", "fail_on_refusal", "quiet")),
+    ("Performance", (*_PERFORMANCE, "max_pairs")),
 )
 
 

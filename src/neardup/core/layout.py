@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from neardup.core._errors import InvalidConfig, NoFeasibleParameters
 from neardup.core.checks import check_float, check_int
@@ -24,6 +25,7 @@ __all__ = [
     "default_layout",
     "false_positive_mass",
     "optimal_params",
+    "wilson_interval",
 ]
 
 
@@ -167,3 +169,35 @@ def optimal_params(
         f"no (b, r) with b*r <= {max_perm} meets it ({hint})",
         "raise max_perm or far_budget, lower recall, or move near/far apart",
     )
+
+
+def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The two-sided Wilson score interval of a binomial proportion at ``confidence``.
+
+    Its lower end is a one-sided bound at ``(1 + confidence) / 2``: ``neardup tune``
+    accepts a layout only when the lower end of the recall interval clears the
+    target.  With no trials nothing is known: ``(0.0, 1.0)``.
+
+    >>> lo, hi = wilson_interval(8, 10)
+    >>> round(lo, 4), round(hi, 4)
+    (0.4902, 0.9433)
+    """
+    successes = check_int("successes", successes, 0, 1 << 62, "pass a count >= 0")
+    trials = check_int("trials", trials, 0, 1 << 62, "pass a count >= 0")
+    confidence = check_float("confidence", confidence, "use e.g. 0.95")
+    if successes > trials:
+        raise InvalidConfig(
+            "successes", successes, f"exceeds trials={trials}", "pass successes <= trials"
+        )
+    if not 0.0 < confidence < 1.0:
+        raise InvalidConfig("confidence", confidence, "must be in (0, 1)", "use e.g. 0.95")
+    if trials == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    p = successes / trials
+    z2n = z * z / trials
+    centre = (p + z2n / 2) / (1 + z2n)
+    half = z * math.sqrt(p * (1 - p) / trials + z2n / (4 * trials)) / (1 + z2n)
+    lo = 0.0 if successes == 0 else max(0.0, centre - half)
+    hi = 1.0 if successes == trials else min(1.0, centre + half)
+    return lo, hi
