@@ -425,14 +425,12 @@ def _audit_html(
             a["lineage_vetoed_edges"]["count"] if a["lineage_veto"] else "off",
         ),
         ("edges cut by reviewers", a["cut_by_review"]),
-        (
-            "families mixing access policies",
-            a["policies"]["mixed_families"] if a["policy_field"] else "no --policy-field",
-        ),
         ("boilerplate suspect shingles", a["boilerplate_shingles"]),
         ("threshold", a["threshold"]),
         ("config fingerprint", a["config_fingerprint"]),
     ]
+    if a["policy_field"]:
+        rows.append(("families mixing access policies", a["policies"]["mixed_families"]))
     esc = html.escape
     leak_rows = "".join(
         f"<tr><td>{esc(k)}</td><td class='n'>{v}</td></tr>" for k, v in leak["pairs"].items()

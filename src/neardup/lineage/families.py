@@ -175,8 +175,10 @@ class Family:
             "splits": self.splits,
             "flags": list(self.flags),
             "reviewer_confirmed": self.confirmed,
-            "policies": self.policies,
             "edges": [e.to_dict(ids) for e in self.edges],
+            # only when a member carries an access policy: lines stay as they were
+            # for records without one
+            **({"policies": self.policies} if self.policies else {}),
         }
 
 
