@@ -28,8 +28,9 @@ measure the run rather than its result (``VOLATILE``: timings, memory) are
 removed from JSON files.  Everything else counts, including the order of lines.
 
 Outputs added after the committed record was made (``ADDED``: the per-language
-counts of ``stats.json`` and ``audit.json``, and the per-language section of each
-``report.html``) are removed too, so that the record keeps proving that every
+counts of ``stats.json`` and ``audit.json``, the access-policy counts of
+``audit.json``, and the per-language section of each ``report.html``) are removed
+too, so that the record keeps proving that every
 output that existed before is unchanged byte for byte; the added outputs are
 checked by their own tests (tests/batch/test_languages.py, tests/lineage/test_audit.py).
 
@@ -67,7 +68,7 @@ SAMPLE = ROOT / "data" / "sample.jsonl"
 # times, memory, and the bytes the Ray engine shuffled (Arrow block sizes vary).
 VOLATILE = frozenset({"timings_s", "peak_memory_bytes", "wall_s", "elapsed_s", "shuffles"})
 # Keys (at any depth of a JSON file) and HTML sections added after the record.
-ADDED = frozenset({"by_language", "language_field"})
+ADDED = frozenset({"by_language", "language_field", "policies", "policy_field"})
 ADDED_HTML = re.compile(rb"<section class='languages'>.*?</section>", re.DOTALL)
 PLANTED_DOCS = 3_000
 VECTORS = 2_000

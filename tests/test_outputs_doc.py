@@ -103,6 +103,7 @@ AUDIT_MAPS = {  # maps of audit.json whose keys vary, and the placeholder of a k
     "leakage.by": "<slice>",
     "leakage.by.<slice>": "<value>",
     "by_language": "<language>",
+    "policies.records": "<policy>",
 }
 
 
@@ -128,12 +129,14 @@ def test_every_audit_key_is_documented_and_every_documented_key_is_written(
             "id": f"a{i}", "text": t, "split": "test" if i % 4 == 0 else "train",
             "origin": f"o{p if p >= 0 and i % 3 else i}", "src": "web" if i % 2 else "forum",
             "lang": "en", "tpl": "t1", "at": f"2024-0{1 + i % 9}-01", "label": str(i % 2),
+            "pol": ["team-a", "team-b"] if i % 5 == 0 else "public",
         })
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{bad\n")
     flags = ["--id-field", "id", "--split-field", "split", "--origin-field", "origin",
              "--source-field", "src", "--language-field", "lang", "--template-field", "tpl",
-             "--captured-at-field", "at", "--label-field", "label", "--skip-bad"]
+             "--captured-at-field", "at", "--label-field", "label", "--skip-bad",
+             "--policy-field", "pol"]
     seen: set[str] = set()
     for name, extra in (("plain", []), ("veto", ["--lineage-veto"])):
         proc = subprocess.run([EXE, "audit", str(src), *flags, *extra, "-o",

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from neardup import Config, ShingleSpec
 from neardup.lineage.families import Decision, Provenance, build_families
+from neardup.lineage.quotes import Quote
 from neardup.lineage.splits import cross_split_leakage, family_split
 from neardup.testing import synthetic_documents
 
@@ -274,3 +275,65 @@ def test_revision_chain_follows_natural_revision_order() -> None:
     assert len(chain) == 11
     assert ("r1", "r2") in {tuple(sorted(c, key=lambda r: int(r[1:]))) for c in chain}
     assert not any({"r1", "r10"} == set(c) for c in chain)
+
+
+QUOTED = [
+    "The gateway west rejected the retry for request 47 after a long timeout",
+    "Customer wrote: it rejected the retry. Please advise on billing refunds today",
+    "Completely unrelated note about invoices and the north office schedule",
+]
+
+
+def test_a_quote_joins_records_whose_texts_differ() -> None:
+    prov = [
+        Provenance(split="train"),
+        Provenance(split="test", quote=(Quote("a", 12, 42, (15, 37)),)),
+        Provenance(split="test"),
+    ]
+    fam = build_families(QUOTED, prov, ids=["a", "b", "c"], config=WORD3)
+    without = build_families(QUOTED, [Provenance()] * 3, config=WORD3)
+    assert without.families == []  # the texts alone are not relatives
+    (f,) = fam.families
+    (edge,) = f.edges
+    assert f.members == (0, 1) and edge.kind == "quote" and edge.confirmed
+    assert edge.spans_a == ((12, 42),) and edge.spans_b == ((15, 37),)
+    assert "b quotes a[12:42]" in edge.reason
+    assert not f.confirmed  # no text edge: nothing for a reviewer to have confirmed
+    assert fam.stats["edges"] == {"quote": 1}
+    assert cross_split_leakage(fam)["leaking_records"] == 2
+    assignment, _ = family_split(fam, {"train": 0.5, "test": 0.5}, seed=3)
+    assert assignment[0] == assignment[1]
+
+
+def test_quotes_either_way_make_one_edge_and_a_reviewer_can_cut_it() -> None:
+    prov = [
+        Provenance(quote=(Quote("b", 0, 10),)),
+        Provenance(quote=(Quote("a", 4, 20), Quote("a", 30, 40))),
+        Provenance(),
+    ]
+    fam = build_families(QUOTED, prov, ids=["a", "b", "c"], config=WORD3)
+    (edge,) = fam.families[0].edges
+    assert edge.spans_a == ((4, 20), (30, 40)) and edge.spans_b == ((0, 10),)
+    cut = build_families(
+        QUOTED, prov, ids=["a", "b", "c"], config=WORD3, decisions=[Decision("b", "a", "split")]
+    )
+    assert cut.families == [] and cut.cut_by_review == 1
+
+
+def test_policies_are_listed_per_family_and_mixed_ones_flagged() -> None:
+    texts = ["alpha beta gamma delta epsilon"] * 3 + ["zeta eta theta iota kappa"] * 2
+    prov = [
+        Provenance(policy=("internal",)),
+        Provenance(policy=("internal", "team-a")),
+        Provenance(),
+        Provenance(policy=("public",)),
+        Provenance(policy=("public",)),
+    ]
+    fam = build_families(texts, prov, config=WORD3)
+    mixed, same = fam.families
+    assert mixed.policies == {"": 1, "internal": 2, "team-a": 1}
+    assert any(fl.startswith("mixed access policies") for fl in mixed.flags)
+    assert same.policies == {"public": 2} and same.flags == ()
+    plain = build_families(texts, config=WORD3).families[0]
+    assert plain.policies == {} and "policies" not in plain.to_dict(list(range(5)))
+    assert mixed.to_dict(list(range(5)))["policies"] == mixed.policies

@@ -32,11 +32,22 @@ from neardup.core.config import Config
 __all__ = ["audit", "split"]
 
 
+_FIELD_HELP = {
+    "policy": "Column holding each record's access policy (a label or a list of labels); "
+    "families list their members' policies and mixed ones are flagged.",
+    "quote": 'Column listing the spans of other records a record quotes, [{"source": ID, '
+    '"start": S, "end": E}, ...] (offsets into the source\'s text): each is a lineage edge.',
+}
+
+
 def _provenance_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for name in reversed(PROVENANCE_FIELDS):
         flag = "--" + name.removesuffix("_id").replace("_", "-") + "-field"
         f = click.option(
-            flag, name + "_field", default=None, help=f"Column holding each record's {name}."
+            flag,
+            name + "_field",
+            default=None,
+            help=_FIELD_HELP.get(name, f"Column holding each record's {name}."),
         )(f)
     return f
 

@@ -6,7 +6,7 @@ can build its options without importing them.
 
 from __future__ import annotations
 
-__all__ = ["PROVENANCE_FIELDS"]
+__all__ = ["PROVENANCE_FIELDS", "STRUCTURED_FIELDS"]
 
 PROVENANCE_FIELDS = (
     "origin_id",
@@ -17,4 +17,10 @@ PROVENANCE_FIELDS = (
     "template",
     "captured_at",
     "label",
+    "policy",
+    "quote",
 )
+
+STRUCTURED_FIELDS = ("policy", "quote")
+"""The provenance fields that are not one string: an access policy (a label or a
+list of labels) and the quoted-source spans (see :mod:`neardup.lineage.quotes`)."""

@@ -42,6 +42,7 @@ from neardup.lineage.families import (
     build_families,
     read_decisions,
 )
+from neardup.lineage.quotes import Where
 from neardup.lineage.splits import cross_split_leakage, family_split, leaking_mask
 from neardup.text.hashing import HashKey
 from neardup.text.scripts import label_counts
@@ -76,7 +77,10 @@ class SplitReport:
 
 
 def _provenance(
-    corpus: Corpus, mapping: Mapping[str, str], input_splits: Sequence[str | None] | None
+    corpus: Corpus,
+    mapping: Mapping[str, str],
+    input_splits: Sequence[str | None] | None,
+    where: Sequence[Where],
 ) -> list[Provenance]:
     bad = sorted(set(mapping) - set(PROVENANCE_FIELDS))
     if bad:
@@ -85,7 +89,10 @@ def _provenance(
         )
     cols = {v: k for k, v in mapping.items()}
     rows = record_fields(corpus, list(cols))
-    out = [Provenance.from_mapping({cols[c]: v for c, v in r.items()}) for r in rows]
+    out = [
+        Provenance.from_mapping({cols[c]: v for c, v in r.items()}, at)
+        for r, at in zip(rows, where, strict=True)
+    ]
     if input_splits is None:
         return out
     return [
@@ -137,9 +144,10 @@ def _read_families(
         raise InputError(
             inputs[0], None, "record ids are not unique", "pass an --id-field with unique ids"
         )
+    where = [(corpus.inputs[fi], row) for fi, row in corpus.origins]
     fam = build_families(
         corpus.texts,
-        _provenance(corpus, fields, input_splits),
+        _provenance(corpus, fields, input_splits, where),
         ids=ids,
         config=config or Config(),
         key=key,
@@ -149,6 +157,7 @@ def _read_families(
         large_family=large_family,
         memory_limit=memory_limit,
         lineage_veto=lineage_veto,
+        where=where,
     )
     return corpus, ids, fam
 
@@ -202,6 +211,8 @@ def run_audit(
             ],
             "bad_records": len(corpus.bad),
             **_by_language(fam, fields.get("language")),
+            "policy_field": fields.get("policy"),
+            "policies": _policy_summary(fam, ids),
         }
         if tmp is None or output is None:
             return _audit_report(audit)
@@ -253,6 +264,23 @@ def _by_language(fam: FamilyResult, field: str | None) -> dict[str, Any]:
             {"records_in_families": in_family, "leaking_records": leaking_mask(fam)},
             total="records",
         ),
+    }
+
+
+def _policy_summary(fam: FamilyResult, ids: Sequence[Any]) -> dict[str, Any]:
+    """Records per access-policy label, and the families whose members carry
+    different policies (up to five as examples, largest first)."""
+    labels = Counter(lb for p in fam.provenance for lb in p.policy)
+    mixed = [f for f in fam.families if len({fam.provenance[m].policy for m in f.members}) > 1]
+    top = sorted(mixed, key=lambda f: (-len(f), f.id))[:5]
+    return {
+        "records": dict(sorted(labels.items())),
+        "records_without_policy": sum(1 for p in fam.provenance if not p.policy),
+        "mixed_families": len(mixed),
+        "examples": [
+            {"family": f.id, "members": [ids[m] for m in f.members[:10]], "policies": f.policies}
+            for f in top
+        ],
     }
 
 
@@ -401,6 +429,8 @@ def _audit_html(
         ("threshold", a["threshold"]),
         ("config fingerprint", a["config_fingerprint"]),
     ]
+    if a["policy_field"]:
+        rows.append(("families mixing access policies", a["policies"]["mixed_families"]))
     esc = html.escape
     leak_rows = "".join(
         f"<tr><td>{esc(k)}</td><td class='n'>{v}</td></tr>" for k, v in leak["pairs"].items()
@@ -416,7 +446,9 @@ def _audit_html(
     for f in shown:
         sections.append(
             f"<h3>Family {f.id}: {len(f)} members, splits "
-            f"{esc(json.dumps(f.splits))}</h3><p class='edge'>"
+            f"{esc(json.dumps(f.splits))}"
+            + (f", policies {esc(json.dumps(f.policies))}" if f.policies else "")
+            + "</h3><p class='edge'>"
             + esc("; ".join(f.flags) or "no flags")
             + "</p>"
         )

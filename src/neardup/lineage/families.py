@@ -7,7 +7,9 @@ A **family** is a connected component over three kinds of edges:
 * ``near`` — a verified near duplicate: exact Jaccard of the shingle sets >= the
   threshold (never an estimate);
 * ``lineage`` — the records say so: same ``origin_id`` (revisions of one origin,
-  chained in ``revision_id`` / ``captured_at`` / input order).
+  chained in ``revision_id`` / ``captured_at`` / input order);
+* ``quote`` — one record quotes a span of the other (``Provenance.quote``, see
+  :mod:`neardup.lineage.quotes`); the spans are the edge's evidence.
 
 Lineage only **adds** edges: two records with different ``origin_id`` values are
 still joined by their text (copies are made across origins all the time, so a
@@ -28,8 +30,9 @@ threshold once boilerplate is removed — one side has a footer, the other not �
 not searched for; their Jaccard with the footer is below the threshold.)
 
 Review flags: a family larger than ``large_family``; a family whose ``label`` values
-differ; an edge whose shared text hides a different number ("47" vs "48") or a
-negation present on one side only ("was" vs "was not").  Reviewer decisions
+differ; a family whose members carry different access policies (``policy``); an
+edge whose shared text hides a different number ("47" vs "48") or a negation present
+on one side only ("was" vs "was not").  Reviewer decisions
 (:class:`Decision`, JSONL) confirm an edge or cut it; cut edges are removed before
 components are formed, and a family all of whose text edges are confirmed counts as
 reviewer-confirmed.
@@ -63,9 +66,10 @@ import numpy.typing as npt
 
 from neardup.batch.pipeline import find_duplicates
 from neardup.core._errors import InputError, InvalidConfig
-from neardup.core._provenance import PROVENANCE_FIELDS
+from neardup.core._provenance import PROVENANCE_FIELDS, STRUCTURED_FIELDS
 from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config
 from neardup.kernels._unionfind import UnionFind
+from neardup.lineage.quotes import Quote, Where, parse_policy, parse_quote, resolve_quotes
 from neardup.text.hashing import HashKey
 from neardup.verify.explain import spans_for_pairs
 
@@ -80,7 +84,7 @@ __all__ = [
     "read_decisions",
 ]
 
-EdgeKind = Literal["exact", "near", "lineage"]
+EdgeKind = Literal["exact", "near", "lineage", "quote"]
 
 _NUM = re.compile(r"\d+(?:[.,]\d+)*")
 _NEG = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|cannot)\b|n't\b")
@@ -88,7 +92,9 @@ _NEG = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|without|ca
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Provenance:
-    """Optional facts about a record; None when unknown."""
+    """Optional facts about a record; None (or empty) when unknown.  ``policy`` is
+    the record's access-policy labels, ``quote`` the spans of other records it
+    quotes."""
 
     origin_id: str | None = None
     revision_id: str | None = None
@@ -98,10 +104,22 @@ class Provenance:
     template: str | None = None
     captured_at: str | None = None
     label: str | None = None
+    policy: tuple[str, ...] = ()
+    quote: tuple[Quote, ...] = ()
 
     @classmethod
-    def from_mapping(cls, m: Mapping[str, Any]) -> Provenance:
-        return cls(**{k: None if m.get(k) is None else str(m[k]) for k in PROVENANCE_FIELDS})
+    def from_mapping(cls, m: Mapping[str, Any], where: Where = ("record", None)) -> Provenance:
+        """From provenance names to values; InputError (located by ``where``) for a
+        policy or quote of another shape."""
+        return cls(
+            **{
+                k: None if m.get(k) is None else str(m[k])
+                for k in PROVENANCE_FIELDS
+                if k not in STRUCTURED_FIELDS
+            },
+            policy=parse_policy(m.get("policy"), where),
+            quote=parse_quote(m.get("quote"), where),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +162,7 @@ class Family:
     splits: dict[str, int]
     flags: tuple[str, ...]
     confirmed: bool
+    policies: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.members)
@@ -157,6 +176,9 @@ class Family:
             "flags": list(self.flags),
             "reviewer_confirmed": self.confirmed,
             "edges": [e.to_dict(ids) for e in self.edges],
+            # only when a member carries an access policy: lines stay as they were
+            # for records without one
+            **({"policies": self.policies} if self.policies else {}),
         }
 
 
@@ -297,6 +319,48 @@ def _lineage_edges(prov: Sequence[Provenance]) -> list[FamilyEdge]:
     return out
 
 
+def _quote_edges(
+    texts: Sequence[str],
+    prov: Sequence[Provenance],
+    ids: Sequence[Any],
+    pos_of: Mapping[str, int],
+    where: Sequence[Where] | None,
+) -> list[FamilyEdge]:
+    """One ``quote`` edge per pair of records linked by quotes (either way), with
+    every quoted span as evidence on both sides."""
+    spans: dict[tuple[int, int], tuple[list[tuple[int, int]], list[tuple[int, int]]]] = {}
+    reasons: dict[tuple[int, int], list[str]] = defaultdict(list)
+    links = resolve_quotes(texts, [p.quote for p in prov], pos_of, where)
+    for q in links:
+        a, b = min(q.quoting, q.source), max(q.quoting, q.source)
+        sa, sb = spans.setdefault((a, b), ([], []))
+        src_side, own_side = (sa, sb) if q.source == a else (sb, sa)
+        src_side.append(q.span)
+        if q.at is not None:
+            own_side.append(q.at)
+        reasons[(a, b)].append(f"{ids[q.quoting]} quotes {ids[q.source]}[{q.span[0]}:{q.span[1]}]")
+    return [
+        FamilyEdge(
+            a=a,
+            b=b,
+            kind="quote",
+            score=None,
+            reason="; ".join(reasons[(a, b)]),
+            spans_a=tuple(sorted(set(sa))),
+            spans_b=tuple(sorted(set(sb))),
+            confirmed=True,
+        )
+        for (a, b), (sa, sb) in sorted(spans.items())
+    ]
+
+
+def _policies(members: Sequence[int], prov: Sequence[Provenance]) -> dict[str, int]:
+    """Members per access-policy label (``""``: members without a policy, listed
+    only when some member has one)."""
+    got = Counter(lb for m in members for lb in prov[m].policy or ("",))
+    return {} if set(got) <= {""} else dict(sorted(got.items()))
+
+
 def build_families(
     texts: Sequence[str],
     provenance: Sequence[Provenance] | None = None,
@@ -313,6 +377,7 @@ def build_families(
     decisions: Iterable[Decision] = (),
     spans: bool = True,
     memory_limit: int = DEFAULT_MEMORY_LIMIT,
+    where: Sequence[Where] | None = None,
 ) -> FamilyResult:
     """Families of ``texts`` (see the module docs for the edge kinds and flags).
 
@@ -342,6 +407,7 @@ def build_families(
         )
     id_list = list(ids) if ids is not None else list(range(n))
     pos_of = {str(x): i for i, x in enumerate(id_list)}
+    quote_edges = _quote_edges(texts, prov, id_list, pos_of, where)
     res = find_duplicates(
         texts, config=cfg, key=key, method=method, edges="all", memory_limit=memory_limit
     )
@@ -412,7 +478,7 @@ def build_families(
             dropped.append(fe)
             continue
         kept_edges.append(fe)
-    for le in _lineage_edges(prov):
+    for le in _lineage_edges(prov) + quote_edges:
         if review.get((le.a, le.b)) == "split":
             cut += 1
             continue
@@ -442,9 +508,12 @@ def build_families(
             fflags.append(f"large family ({len(members)} members)")
         if len(labels) > 1:
             fflags.append("mixed labels: " + ", ".join(sorted(labels)))
+        policies = _policies(members, prov)
+        if len({prov[m].policy for m in members}) > 1:
+            fflags.append("mixed access policies: " + ", ".join(p or "(none)" for p in policies))
         if any(e.flags for e in fedges):
             fflags.append("edge with a different number or negation")
-        text_edges = [e for e in fedges if e.kind != "lineage"]
+        text_edges = [e for e in fedges if e.kind in ("exact", "near")]
         confirmed = bool(text_edges) and all(e.confirmed for e in text_edges)
         families.append(
             Family(
@@ -454,6 +523,7 @@ def build_families(
                 splits={k: v for k, v in sorted(splits.items()) if k},
                 flags=tuple(fflags),
                 confirmed=confirmed,
+                policies=policies,
             )
         )
     nxt = len(families)
