@@ -20,9 +20,25 @@ def test_theory_memo_files_and_refusal_of_an_existing_memo(tmp_path: Path) -> No
     page = Path(paths[1]).read_text()
     assert "8 bands × 5 rows" in page and "Roll back when" in page
     assert render_memo(memo) == page  # reproducible
-    with pytest.raises(InvalidConfig, match="holds a memo"):
+    assert oct(Path(paths[0]).stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    with pytest.raises(InvalidConfig, match="exists"):
         write_memo(memo, str(tmp_path / "m"))
     write_memo(memo, str(tmp_path / "m"), overwrite=True)
+    src = tmp_path / "data" / "corpus.jsonl"
+    src.parent.mkdir()
+    src.write_text("{}\n")
+    with pytest.raises(InvalidConfig, match="input"):
+        write_memo(memo, str(tmp_path / "data"), overwrite=True, protect=[str(src)])
+    assert src.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "m"]
+
+
+def _umask() -> int:
+    import os
+
+    old = os.umask(0)
+    os.umask(old)
+    return old
 
 
 def test_refused_memo_says_why_and_what_to_change() -> None:

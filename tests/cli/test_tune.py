@@ -45,6 +45,11 @@ def test_tune_writes_the_memo_and_gates_on_a_refusal(tmp_path: Path) -> None:
     # An existing memo is an output problem (exit 4), a corpus over --memory-limit exit 5 ...
     assert run(*common, "-o", str(tmp_path / "memo")).returncode == 4
     assert run(*common, "--memory-limit", "1MiB", "-o", str(tmp_path / "x")).returncode == 5
+    assert not (tmp_path / "x").exists()
+    # The output folder is checked before the corpus is read: never the input's folder.
+    inside = run(*common, "-o", str(Path(common[0]).parent), "--overwrite")
+    assert inside.returncode == 4 and "input" in inside.stderr
+    assert Path(common[0]).exists()
     # ... and with too few hashes allowed the recommendation is refused: exit 8 when gated.
     labels = tmp_path / "pairs.jsonl"
     labels.write_text(

@@ -23,10 +23,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from neardup.batch.outputs import commit_output, staged_output, writing
 from neardup.batch.report import bar_chart, page_top
-from neardup.core._errors import InvalidConfig
 from neardup.core.layout import candidate_probability
-from neardup.core.persist import atomic_file
 
 __all__ = ["collision_svg", "render_memo", "write_memo"]
 
@@ -256,15 +255,30 @@ def render_memo(memo: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def write_memo(memo: dict[str, Any], folder: str, *, overwrite: bool = False) -> list[str]:
-    """Write ``memo.json`` and ``memo.html`` into ``folder`` (made if missing; each
-    file atomically).  An existing memo is refused unless ``overwrite``."""
-    os.makedirs(folder, exist_ok=True)
-    paths = [os.path.join(folder, "memo.json"), os.path.join(folder, "memo.html")]
-    if not overwrite and any(os.path.exists(p) for p in paths):
-        raise InvalidConfig("output", folder, "holds a memo already", "pass --overwrite")
+def memo_files(memo: dict[str, Any], folder: str) -> list[str]:
+    """Write ``memo.json`` and ``memo.html`` into the existing folder ``folder``
+    (a staged output folder; see :func:`write_memo`)."""
     texts = [json.dumps(memo, sort_keys=True, indent=1) + "\n", render_memo(memo)]
-    for path, text in zip(paths, texts, strict=True):
-        with atomic_file(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+    paths = [os.path.join(folder, "memo.json"), os.path.join(folder, "memo.html")]
+    with writing(folder):
+        for path, text in zip(paths, texts, strict=True):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
     return paths
+
+
+def write_memo(
+    memo: dict[str, Any],
+    folder: str,
+    *,
+    overwrite: bool = False,
+    protect: Sequence[str] = (),
+) -> list[str]:
+    """Write ``memo.json`` and ``memo.html`` as the folder ``folder``, staged and
+    committed whole like every command's output: an existing folder is refused
+    unless ``overwrite``, and so is one that is or holds a path of ``protect``
+    (the inputs)."""
+    with staged_output(folder, overwrite, protect) as tmp:
+        memo_files(memo, str(tmp))
+        commit_output(str(tmp), folder)
+    return [os.path.join(folder, n) for n in ("memo.json", "memo.html")]

@@ -85,7 +85,7 @@ REFUSAL_EXIT = 8
     help="Colliding pairs a layout may enumerate (more: reported unmeasured).",
 )
 @click.option("--output", "-o", required=True, help="Folder for memo.json and memo.html.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing memo.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing output folder.")
 @click.option(
     "--fail-on-refusal",
     is_flag=True,
@@ -120,10 +120,9 @@ def tune_cmd(
     """
     inputs = resolved_inputs(inputs) if inputs else ()
     from neardup.batch.job import set_workers
-    from neardup.batch.tune import TuneConfig, read_labels, tune
-    from neardup.batch.tune_report import write_memo
-    from neardup.core._errors import MemoryLimitExceeded
-    from neardup.io.corpus import in_memory_plan, read_corpus, record_fields
+    from neardup.batch.outputs import commit_output, staged_output
+    from neardup.batch.tune import TuneConfig
+    from neardup.batch.tune_report import memo_files
 
     with errors():
         base = config_from(opts)
@@ -141,24 +140,11 @@ def tune_cmd(
             max_pairs=max_pairs,
         )
         set_workers(run.workers)
-        texts: Any = []
-        ids: list[Any] = []
-        segments: dict[str, list[Any]] = {}
-        pairs = None
-        if inputs:
-            # The corpus is held like an in-memory dedup run's (pairs and band keys
-            # of the grid come on top and are bounded by --max-pairs).
-            plan = in_memory_plan(inputs, base)
-            if plan > run.memory_limit:
-                raise MemoryLimitExceeded(plan, run.memory_limit, "neardup tune (in memory)")
-            corpus = read_corpus(list(inputs), **input_args(opts))
-            texts, ids = corpus.texts, list(corpus.ids)
-            values = record_fields(corpus, segment_fields)
-            segments = {f: [v.get(f) for v in values] for f in segment_fields}
-            if labels is not None:
-                pairs = read_labels(labels, ids)
-        memo = tune(texts, config=cfg, base=base, ids=ids, segments=segments, labels=pairs)
-        write_memo(memo, output, overwrite=overwrite)
+        # The output folder is checked (and staged) before the corpus is read.
+        with staged_output(output, overwrite, [*inputs, *([labels] if labels else [])]) as tmp:
+            memo = _memo(inputs, opts, cfg, base, run.memory_limit, segment_fields, labels)
+            memo_files(memo, str(tmp))
+            commit_output(str(tmp), output)
     rec = memo["recommendation"]
     if rec["status"] == "recommended":
         lay = rec["layout"]
@@ -171,3 +157,35 @@ def tune_cmd(
     if fail_on_refusal:
         click.echo("error: no layout meets every segment's recall bound (see memo)", err=True)
         sys.exit(8)  # REFUSAL_EXIT, literal for the exit-code docs check
+
+
+def _memo(
+    inputs: tuple[str, ...],
+    opts: dict[str, Any],
+    cfg: Any,
+    base: Any,
+    memory_limit: int,
+    segment_fields: tuple[str, ...],
+    labels: str | None,
+) -> dict[str, Any]:
+    from neardup.batch.tune import read_labels, tune
+    from neardup.core._errors import MemoryLimitExceeded
+    from neardup.io.corpus import in_memory_plan, read_corpus, record_fields
+
+    texts: Any = []
+    ids: list[Any] = []
+    segments: dict[str, list[Any]] = {}
+    pairs = None
+    if inputs:
+        # The corpus is held like an in-memory dedup run's (pairs and band keys
+        # of the grid come on top and are bounded by --max-pairs).
+        plan = in_memory_plan(inputs, base)
+        if plan > memory_limit:
+            raise MemoryLimitExceeded(plan, memory_limit, "neardup tune (in memory)")
+        corpus = read_corpus(list(inputs), **input_args(opts))
+        texts, ids = corpus.texts, list(corpus.ids)
+        values = record_fields(corpus, segment_fields)
+        segments = {f: [v.get(f) for v in values] for f in segment_fields}
+        if labels is not None:
+            pairs = read_labels(labels, ids)
+    return tune(texts, config=cfg, base=base, ids=ids, segments=segments, labels=pairs)
