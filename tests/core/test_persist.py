@@ -50,3 +50,19 @@ def test_io_errors_name_the_path(tmp_path: Path) -> None:
         read_container(missing, "thing")
     with pytest.raises(NeardupIOError):
         atomic_write(missing, b"data")
+
+
+def test_private_files_are_the_owners_and_outputs_follow_the_umask(tmp_path: Path) -> None:
+    from neardup.core.persist import atomic_file
+
+    old = os.umask(0o022)
+    try:
+        for private, mode in ((True, 0o600), (False, 0o644)):
+            target = tmp_path / f"f-{private}"
+            with atomic_file(str(target), private=private) as tmp, open(tmp, "wb") as fh:
+                fh.write(b"x")
+            assert target.stat().st_mode & 0o777 == mode
+            assert target.read_bytes() == b"x"
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f-False", "f-True"]

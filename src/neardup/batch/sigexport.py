@@ -156,7 +156,7 @@ def export_signatures(
     unique_ids(ids, 0, _where(corpus), rename=False)
     mh = MinHasher(config)
     counts: dict[str, Any] = {"documents": len(corpus.texts), "empty": 0, "too_large": 0}
-    with atomic_file(output, suffix=".parquet") as tmp:
+    with atomic_file(output, suffix=".parquet", private=False) as tmp:
         writer = None
         for lo in range(0, max(len(corpus.texts), 1), BATCH):
             table = signature_table(

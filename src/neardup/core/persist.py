@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import struct
 import tempfile
 from collections.abc import Iterator
@@ -50,12 +51,16 @@ def atomic_write(path: str, payload: bytes) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: str, *, suffix: str = "") -> Iterator[str]:
+def atomic_file(path: str, *, suffix: str = "", private: bool = True) -> Iterator[str]:
     """A temporary file beside ``path`` to write; when the block ends without an
     error it is fsynced and renamed over ``path`` and the folder is fsynced, so
     ``path`` is either the old file or the whole new one after a crash.  On an
     error the temporary file is removed; an ``OSError`` becomes
     :class:`~neardup.NeardupIOError` naming ``path``.
+
+    ``private`` files (the default: keys, stores, snapshots) are readable by
+    their owner only; others (a user's outputs) get the permissions the umask
+    gives any new file.
 
     >>> import os, tempfile
     >>> target = os.path.join(tempfile.mkdtemp(), "out.bin")
@@ -66,7 +71,11 @@ def atomic_file(path: str, *, suffix: str = "") -> Iterator[str]:
     """
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+        if private:
+            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=directory)
+        else:
+            tmp = os.path.join(directory, f".tmp-{secrets.token_hex(8)}{suffix}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         os.close(fd)
         try:
             yield tmp
