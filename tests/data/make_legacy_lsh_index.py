@@ -1,6 +1,6 @@
 """Build ``lsh-index-v1.ndx``: an ``LSHIndex`` file written by neardup before an
 index could hold several band layouts (commit d5689a5), for the old-format test in
-``tests/sketch/test_lsh_ranges.py``.
+``tests/sketch/test_ranges.py``.
 
 Run it with that version's sources first on the path, e.g.::
 

@@ -476,8 +476,8 @@ class LSHIndex:
 
     # -- persistence and merge ----------------------------------------------------
     def merge(self, other: LSHIndex) -> None:
-        """Add every live item of ``other`` (same scheme and same range layouts
-        required; keys must not clash)."""
+        """Add every live item of ``other`` (same scheme and the same ranges' names
+        and layouts required, this index's thresholds apply; keys must not clash)."""
         self.scheme.require_same(other.scheme, "indexes")
         mine = [(r.name, r.bands, r.rows) for r in self.ranges]
         theirs = [(r.name, r.bands, r.rows) for r in other.ranges]

@@ -85,8 +85,9 @@ class SimilarityRange:
     ) -> SimilarityRange:
         """The range of :func:`~neardup.default_layout` at ``threshold``: candidate
         probability >= ``recall`` there, least mass below it."""
-        bands, rows = default_layout(threshold, num_perm, recall=recall)
-        return cls(name, threshold, bands, rows)
+        checked = cls(name, threshold, 1, 1)  # the name and threshold, checked first
+        bands, rows = default_layout(checked.threshold, num_perm, recall=recall)
+        return cls(name, checked.threshold, bands, rows)
 
     def to_dict(self) -> dict[str, Any]:
         return {
