@@ -22,7 +22,7 @@ from neardup import (
 )
 from neardup.core.persist import read_container, write_container
 from neardup.sketch.lsh import SimilarityRange
-from neardup.sketch.minhash import Signature
+from neardup.sketch.minhash import Signature, SignatureSet
 from neardup.sketch.ranges import resolve_ranges
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -372,3 +372,25 @@ def test_candidates_are_exactly_the_band_collisions_of_the_range(
         assert {k for k, _ in verified} == {i for i in expected if jacc[i] >= rng.threshold}
         for k, e in verified:
             assert e.method == "exact" and e.jaccard == pytest.approx(jacc[k])
+
+
+def test_a_ranges_keys_are_the_band_keys_of_a_scheme_with_its_layout() -> None:
+    # What README says of `neardup signatures --bands b --rows r` (SignatureSet.band_keys).
+    mh, idx = _two_range_index()
+    related = idx.ranges[1]
+    export = MinHasher(Config(threshold=0.9, bands=related.bands, rows=related.rows))
+    ids = [
+        _pair_ids(0.6, 0)[0],
+        _pair_ids(0.6, 0)[1],
+        _pair_ids(0.3, 900)[0],
+        list(range(5000, 5100)),
+    ]
+    sigs = [mh.from_hashes(_hashes(i)) for i in ids]
+    for i, sig in enumerate(sigs):
+        idx.insert(i, sig)
+    matrix = np.stack([export.from_hashes(_hashes(i)).values for i in ids])
+    assert np.array_equal(matrix, np.stack([s.values for s in sigs]))  # one signature
+    bk = SignatureSet(matrix, export.scheme).band_keys()
+    for i, sig in enumerate(sigs):
+        expected = [j for j in range(len(sigs)) if (bk[j] == bk[i]).any()]
+        assert sorted(idx.query(sig, range="related")) == expected
