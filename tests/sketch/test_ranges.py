@@ -92,6 +92,9 @@ def test_threshold_is_required_alone_and_must_agree_with_ranges() -> None:
     with pytest.raises(InvalidConfig, match="differs from the first range's"):
         LSHIndex(mh.scheme, threshold=0.5, ranges={"near": 0.9, "related": 0.5})
     assert LSHIndex(mh.scheme, threshold=0.9, ranges={"near": 0.9}).threshold == 0.9
+    for bad in ("0.8", True, 0.0, 1.5):
+        with pytest.raises(InvalidConfig, match="threshold"):
+            LSHIndex(mh.scheme, threshold=bad)  # type: ignore[arg-type]
 
 
 def test_unknown_range_names_the_known_ones_and_the_fix() -> None:

@@ -180,9 +180,10 @@ def index_ranges(
             raise InvalidConfig(
                 "threshold", None, "is required without ranges", "pass e.g. threshold=0.8"
             )
-        if isinstance(threshold, bool) or not 0.0 < threshold <= 1.0:
-            raise InvalidConfig("threshold", threshold, "must be in (0, 1]", "use e.g. 0.8")
-        return (SimilarityRange(DEFAULT_RANGE, float(threshold), *layout),)
+        t = check_float("threshold", threshold, "use e.g. 0.8")
+        if not 0.0 < t <= 1.0:
+            raise InvalidConfig("threshold", t, "must be in (0, 1]", "use e.g. 0.8")
+        return (SimilarityRange(DEFAULT_RANGE, t, *layout),)
     out = resolve_ranges(ranges, num_perm=num_perm)
     if threshold is not None and threshold != out[0].threshold:
         raise InvalidConfig(
