@@ -207,3 +207,17 @@ def test_multilingual_units_and_script_filter() -> None:
     assert not mc.written_in("Edit %(name)s page 页", "zh_Hans")
     assert not mc.written_in("%(count)s", "ja")
     assert mc.written_in("Edit the page", "de")
+
+
+@pytest.mark.slow
+def test_layouts_benchmark_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "layouts.json"
+    args = [sys.executable, str(ROOT / "benchmarks" / "bench_layouts.py"), "--quick", "--out",
+            str(out)]
+    subprocess.run(args, check=True, capture_output=True, text=True, timeout=600)
+    data = json.loads(out.read_text())
+    one, two = data["results"]["one_layout"], data["results"]["two_layouts"]
+    assert [r["name"] for r in two["ranges"]] == ["related", "near"]
+    assert two["queries"]["near"]["layout_used"] == "near"
+    assert one["queries"]["near"]["layout_used"] == "related"
+    assert two["memory_per_item"]["band_key_bytes"] > one["memory_per_item"]["band_key_bytes"]

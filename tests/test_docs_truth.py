@@ -370,6 +370,23 @@ def test_benchmarks_multilingual_tables_are_generated() -> None:
             table = _report().multilingual_table(result(name))
             says(BENCH_README, " ".join(table.split()), f"(`results/{name}`)")
 
+def test_layouts_table_quotes_the_results() -> None:
+    d = result("layouts.json")["results"]
+    labels = {"one_layout": "one layout (0.5)", "two_layouts": "two layouts (0.5 + 0.9)"}
+    for name, label in labels.items():
+        q, m = d[name]["queries"], d[name]["memory_per_item"]
+        says(
+            BENCH_README,
+            f"| {label} | {q['near']['recall']} | {q['near']['candidates_mean']} / "
+            f"{q['near']['candidates_p99']:g} | {q['related']['recall']} | "
+            f"{q['related']['candidates_mean']} / {q['related']['candidates_p99']:g} | "
+            f"{m['band_key_bytes']:g} | {m['table_bytes']:,} |",
+        )
+    ratios = result("layouts.json")["ratios_two_over_one"]
+    says(BENCH_README, f"candidates to {ratios['near_candidates_mean']}×",
+         f"({ratios['table_bytes_per_item']:.2f}× the one-layout tables")
+
+
 def test_machine_of_each_results_file() -> None:
     by_cpu: dict[str, list[str]] = {}
     for path in sorted(RESULTS.glob("*.json")):
