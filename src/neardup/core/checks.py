@@ -22,7 +22,15 @@ import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, shown
 
-__all__ = ["check_float", "check_int", "check_positions", "hash_array"]
+__all__ = [
+    "check_float",
+    "check_int",
+    "check_layout_targets",
+    "check_pairs",
+    "check_positions",
+    "check_same",
+    "hash_array",
+]
 
 
 def check_float(name: str, value: object, fix: str) -> float:
@@ -47,6 +55,39 @@ def check_int(name: str, value: object, lo: int, hi: int, fix: str) -> int:
     ):
         raise InvalidConfig(name, shown(value), f"must be an integer in [{lo}, {hi}]", fix)
     return int(value)
+
+
+def check_layout_targets(
+    recall: object, far_budget: object, n: object
+) -> tuple[float, float, int]:
+    """The targets of a band-layout search, checked: ``recall`` in (0, 1),
+    ``far_budget`` (expected far candidates per query) > 0 and ``n`` (stored items)
+    an integer >= 1; :class:`InvalidConfig` names the first one that is not.
+
+    >>> check_layout_targets(0.995, 10, 1_000_000)
+    (0.995, 10.0, 1000000)
+    """
+    r = check_float("recall", recall, "e.g. recall=0.995")
+    if not 0.0 < r < 1.0:
+        raise InvalidConfig("recall", r, "must be in (0, 1)", "e.g. recall=0.995")
+    budget = check_float("far_budget", far_budget, "e.g. far_budget=10")
+    if not budget > 0.0:
+        raise InvalidConfig("far_budget", budget, "must be > 0", "e.g. far_budget=10")
+    items = check_int("n", n, 1, 1 << 62, "pass the number of stored items, e.g. n=1000000")
+    return r, budget, items
+
+
+def check_same(name: str, a: object, b: object, what_is_wrong: str, fix: str) -> None:
+    """:class:`InvalidConfig` with the value ``(a, b)`` unless ``a == b``: two inputs
+    that must agree (lengths, shapes, dimensions).
+
+    >>> check_same("a/b", 3, 4, "lengths differ", "pass one b for every a")
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid a/b=(3, 4): lengths differ; ...
+    """
+    if a != b:
+        raise InvalidConfig(name, (a, b), what_is_wrong, fix)
 
 
 def _integers(v: object) -> npt.NDArray[Any] | None:
@@ -95,3 +136,18 @@ def check_positions(name: str, v: object, n: int) -> npt.NDArray[np.int64]:
             f"pass positions 0 <= i < {n}",
         )
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def check_pairs(
+    a: object, b: object, n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``a`` and ``b`` as equally long position arrays (:func:`check_positions`): the
+    pairs ``(a[i], b[i])`` of items ``0 … n-1``.
+
+    >>> [x.tolist() for x in check_pairs([0, 1], [2, 2], 3)]
+    [[0, 1], [2, 2]]
+    """
+    aa = check_positions("a", a, n)
+    bb = check_positions("b", b, n)
+    check_same("a/b", aa.shape[0], bb.shape[0], "lengths differ", "pass one b for every a")
+    return aa, bb
