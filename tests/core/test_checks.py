@@ -15,6 +15,9 @@ from neardup.core.checks import (
     check_pairs,
     check_positions,
     check_same,
+    check_text,
+    check_texts,
+    check_type,
     hash_array,
 )
 
@@ -77,3 +80,18 @@ def test_check_same_and_check_pairs_say_both_values() -> None:
         check_pairs([0, 1], [2], 3)
     with pytest.raises(InvalidConfig, match=r"positions in \[0, 3\)"):
         check_pairs([0], [3], 3)
+
+
+def test_check_texts_takes_collections_of_str_and_names_the_first_other() -> None:
+    arr = np.array(["a b", "c d"])  # numpy's str_ is a str
+    assert check_texts("texts", arr) is arr
+    assert list(check_texts("texts", ("x", "y"))) == ["x", "y"]
+    assert check_text("text", "x") == "x" and check_type("n", 3, int, "") == 3
+    for bad in ("one text", b"bytes", (t for t in ["a"]), 3, None):
+        with pytest.raises(InvalidConfig, match="expected a collection of str"):
+            check_texts("texts", bad)
+    with pytest.raises(InvalidConfig, match=r"texts\[2\]=None: has type NoneType") as e:
+        check_texts("texts", ["a", "b", None, 1])
+    assert e.value.field == "texts[2]"
+    with pytest.raises(InvalidConfig, match=r"decode it first"):
+        check_text("text", bytearray(b"x"))

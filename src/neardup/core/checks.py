@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -29,8 +30,13 @@ __all__ = [
     "check_pairs",
     "check_positions",
     "check_same",
+    "check_text",
+    "check_texts",
+    "check_type",
     "hash_array",
 ]
+
+T = TypeVar("T")
 
 
 def check_float(name: str, value: object, fix: str) -> float:
@@ -88,6 +94,73 @@ def check_same(name: str, a: object, b: object, what_is_wrong: str, fix: str) ->
     """
     if a != b:
         raise InvalidConfig(name, (a, b), what_is_wrong, fix)
+
+
+def check_type(name: str, value: object, cls: type[T], fix: str) -> T:
+    """``value`` if it is a ``cls``; :class:`InvalidConfig` naming the type it is.
+
+    >>> check_type("config", 0.8, dict, "pass Config(...)")
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid config=0.8: has type float, expected dict; ...
+    """
+    if isinstance(value, cls):
+        return value
+    what = f"has type {type(value).__name__}, expected {cls.__name__}"
+    raise InvalidConfig(name, shown(value), what, fix)
+
+
+def _not_text(name: str, value: object) -> InvalidConfig:
+    if isinstance(value, bytes | bytearray | memoryview):
+        fix = "decode it first, e.g. data.decode('utf-8')"
+    else:
+        fix = "pass the document's text as a str"
+    return InvalidConfig(name, shown(value), f"has type {type(value).__name__}, expected str", fix)
+
+
+def check_text(name: str, value: object) -> str:
+    """``value`` if it is a ``str`` (a document's text); :class:`InvalidConfig`
+    naming the type it is otherwise (bytes: decode them first).
+
+    >>> check_text("text", b"abc")
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid text=b'abc': has type bytes, expected str; ...
+    """
+    if isinstance(value, str):
+        return value
+    raise _not_text(name, value)
+
+
+def check_texts(name: str, values: object) -> Sequence[str]:
+    """``values`` if it is a sized collection of ``str`` (a list, tuple, array or
+    column of texts, not one str or bytes); :class:`InvalidConfig` otherwise, naming
+    the first document that is not a str by its position.
+
+    One pass over the element types (no per-document Python code unless one is
+    wrong), made once where a batch enters the library.
+
+    >>> check_texts("texts", ["a", 1])
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid texts[1]=1: has type int, expected str; ...
+    """
+    if (
+        isinstance(values, str | bytes | bytearray | memoryview)
+        or not hasattr(values, "__len__")
+        or not hasattr(values, "__iter__")
+    ):
+        raise InvalidConfig(
+            name,
+            shown(values),
+            f"has type {type(values).__name__}, expected a collection of str",
+            "pass a list of texts (one text: [text])",
+        )
+    if not all(issubclass(t, str) for t in set(map(type, values))):
+        for i, v in enumerate(values):
+            if not isinstance(v, str):
+                raise _not_text(f"{name}[{i}]", v)
+    return values  # type: ignore[return-value]
 
 
 def _integers(v: object) -> npt.NDArray[Any] | None:

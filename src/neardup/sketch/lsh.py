@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import CorruptFile, InvalidConfig
+from neardup.core.checks import check_float, check_int, check_type
 from neardup.core.layout import (
     Layout,
     candidate_probability,
@@ -181,15 +182,14 @@ class LSHIndex:
         max_bucket_size: int = 10_000,
         max_candidates: int = 1000,
     ) -> None:
+        check_type("scheme", scheme, SchemeDescriptor, "pass MinHasher(config).scheme")
+        threshold = check_float("threshold", threshold, "use e.g. 0.8")
         if not 0.0 < threshold <= 1.0:
             raise InvalidConfig("threshold", threshold, "must be in (0, 1]", "use e.g. 0.8")
-        if max_bucket_size < 2 or max_candidates < 1:
-            raise InvalidConfig(
-                "max_bucket_size/max_candidates",
-                (max_bucket_size, max_candidates),
-                "must be >= 2 and >= 1",
-                "use e.g. 10000 and 1000",
-            )
+        max_bucket_size = check_int(
+            "max_bucket_size", max_bucket_size, 2, 1 << 62, "use e.g. 10000"
+        )
+        max_candidates = check_int("max_candidates", max_candidates, 1, 1 << 62, "use e.g. 1000")
         self.scheme = scheme
         self.threshold = float(threshold)
         self.max_bucket_size = max_bucket_size
@@ -225,6 +225,7 @@ class LSHIndex:
         return [int(v) for v in out[0]]
 
     def _check(self, sig: Signature) -> None:
+        check_type("sig", sig, Signature, "pass MinHasher(config).signature(text)")
         self.scheme.require_same(sig.scheme)
 
     # -- queries ------------------------------------------------------------------
