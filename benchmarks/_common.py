@@ -156,15 +156,23 @@ def neardup_source() -> dict[str, Any]:
     return out
 
 
-def run_in_snapshot(script: str, argv: list[str]) -> int | None:
-    """Re-run ``script`` against a frozen copy of neardup's source.
+def run_in_snapshot(script: str, argv: list[str] | None, *, skip: bool = False) -> int | None:
+    """Re-run ``script`` (with ``argv``, default this process's arguments) against a
+    frozen copy of neardup's source.
 
     The library may be edited while a benchmark runs (and its subprocesses would then
     import newer code than the parent); the copy pins one version for the whole run.
-    Returns the child's exit code, or None when already running inside a snapshot.
+    Returns the child's exit code, or None when this process is to measure: already
+    inside a snapshot, or ``skip`` (``--no-snapshot``, ``--quick``)::
+
+        rc = run_in_snapshot(__file__, argv, skip=a.no_snapshot or a.quick)
+        if rc is not None:
+            return rc
     """
-    if os.environ.get(_SNAPSHOT_ENV):
+    if skip or os.environ.get(_SNAPSHOT_ENV):
         return None
+    if argv is None:
+        argv = sys.argv[1:]
     src = _source_dir()
     with tempfile.TemporaryDirectory(prefix="neardup-bench-src-") as tmp:
         shutil.copytree(src, Path(tmp) / "neardup", ignore=shutil.ignore_patterns("__pycache__"))
@@ -189,6 +197,31 @@ def finish(results: dict[str, Any], start_source: dict[str, Any]) -> None:
         print("WARNING: neardup's source changed during the run; rerun", file=sys.stderr)
     if hasattr(os, "getloadavg"):
         results["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+
+
+def write_results(path: Path, results: dict[str, Any], t_start: float | None = None) -> None:
+    """End of a run: :func:`finish` (against ``results["machine"]``'s start), then
+    ``total_wall_s`` since ``t_start`` (a ``time.perf_counter()`` reading) when given,
+    then the JSON file (:func:`write_json`) and a line on stderr saying where."""
+    finish(results, results["machine"]["neardup_source_at_start"])
+    took = ""
+    if t_start is not None:
+        results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
+        took = f" in {results['total_wall_s']} s"
+    write_json(path, results)
+    print(f"wrote {path}{took}", file=sys.stderr)
+
+
+def ratios(timing: dict[str, dict[str, Any]], base: str) -> dict[str, float]:
+    """``{"<name>_over_<base>": best_s / base's best_s}`` for every other timed entry
+    (entries without a time, or a base without one, give no ratio).
+
+    >>> ratios({"a": {"best_s": 1.0}, "b": {"best_s": 2.5}}, "a")
+    {'b_over_a': 2.5}
+    """
+    b = timing.get(base, {}).get("best_s")
+    return {f"{k}_over_{base}": round(v["best_s"] / b, 3)
+            for k, v in timing.items() if k != base and b and v.get("best_s")}
 
 
 def machine_info() -> dict[str, Any]:

@@ -67,11 +67,11 @@ from typing import Any
 from _common import (
     NUM_PERM,
     SEED,
-    finish,
     machine_info,
     py_shingles,
+    ratios,
     run_in_snapshot,
-    write_json,
+    write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -678,12 +678,6 @@ def _subset(src: Path, dst: Path, n: int) -> None:
             fo.write(line)
 
 
-def _ratios(timing: dict[str, dict[str, Any]], base: str) -> dict[str, float]:
-    b = timing.get(base, {}).get("best_s")
-    return {f"{k}_over_{base}": round(v["best_s"] / b, 3)
-            for k, v in timing.items() if k != base and b and v.get("best_s")}
-
-
 def _carry_scale_over(out: Path, results: dict[str, Any]) -> None:
     """Keep an earlier run's scale section, marked with the commit it measured."""
     try:
@@ -703,10 +697,9 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     if a.worker:
         return worker_main(a)
-    if not (a.no_snapshot or a.quick):
-        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
-        if rc is not None:
-            return rc
+    rc = run_in_snapshot(__file__, argv, skip=a.no_snapshot or a.quick)
+    if rc is not None:
+        return rc
     import corpus as corpus_mod
 
     t_start = time.perf_counter()
@@ -739,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = time_pipelines(names, cpath, work, a.repeats, n, n_bytes, keep,
                                 a.peer_timeout, "main")
         results["pipelines"] = timing
-        results["ratios"] = _ratios(timing, "neardup_lsh")
+        results["ratios"] = ratios(timing, "neardup_lsh")
         if "neardup_exact" in timing and "neardup_lsh" in timing:
             results["exact_over_lsh"] = results["ratios"].get("neardup_exact_over_neardup_lsh")
             results["report_cost_s"] = round(
@@ -756,7 +749,7 @@ def main(argv: list[str] | None = None) -> int:
                                 len(sub_texts), sb, keep_sub, a.peer_timeout, "subset")
             results["subset"] = {"n_docs": len(sub_texts), "text_bytes": sb,
                                  "selection": f"first {len(sub_texts)} lines of the corpus file",
-                                 "pipelines": st, "ratios": _ratios(st, "neardup_lsh")}
+                                 "pipelines": st, "ratios": ratios(st, "neardup_lsh")}
 
         print("[quality: exact truths]", file=sys.stderr, flush=True)
         texts = corpus_mod.read_texts(cpath)
@@ -799,10 +792,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    finish(results, results["machine"]["neardup_source_at_start"])
-    results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
-    write_json(a.out, results)
-    print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)
+    write_results(a.out, results, t_start)
     return 0
 
 
@@ -826,7 +816,7 @@ def run_scale(a: argparse.Namespace, work: Path) -> dict[str, Any]:
                         f"plant_near_duplicates(copies={meta['planted_copies']}, edit_rate="
                         f"{corpus_mod.EDIT_RATES}, seed={corpus_mod.PLANT_SEED})",
         "pipelines": timing,
-        "ratios": _ratios(timing, "neardup_lsh"),
+        "ratios": ratios(timing, "neardup_lsh"),
         "memory_limit_bytes": MEMORY_LIMIT,
     }
     nd = timing.get("neardup_lsh", {})

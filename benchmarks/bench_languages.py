@@ -157,12 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     sys.path.insert(0, str(HERE))
     import corpus as c
-    from _common import finish, machine_info, write_json
+    from _common import machine_info, write_results
 
     from neardup.text import scripts as S
 
     results: dict[str, Any] = {"machine": machine_info(), "params": vars(a) | {"out": str(a.out)}}
-    start = results["machine"]["neardup_source_at_start"]
     corpora = {
         "real": c.build_real_corpus(max(1, a.docs * 10 // 11), name=f"real-lang-{a.docs}"),
         "synthetic": c.build_scale_corpus(a.docs),
@@ -191,8 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         results["detector"][name] = _throughput(texts, a.repeats)
     results["detector"]["chinese_like"] = _throughput(_cjk(size, False, 1), a.repeats)
     results["detector"]["japanese_like"] = _throughput(_cjk(size, True, 2), a.repeats)
-    finish(results, start)
-    write_json(a.out, results)
+    write_results(a.out, results)
     print(json.dumps({k: {n: {m: v.get(m) for m in ("ratio_best", "ratio_median",
                                                     "ratio_cpu_median")}
                           for n, v in results[k].items()} for k in ("dedup",)}, indent=1))

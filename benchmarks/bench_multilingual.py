@@ -49,7 +49,14 @@ from typing import Any
 
 import bench_end_to_end as e2e
 import multilingual_corpus as mc
-from _common import finish, machine_info, py_shingles, run_in_snapshot, timed, write_json
+from _common import (
+    machine_info,
+    py_shingles,
+    ratios,
+    run_in_snapshot,
+    timed,
+    write_results,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "multilingual.json"
@@ -211,10 +218,9 @@ def corpus_path(a: argparse.Namespace, tmp: Path) -> tuple[Path, dict[str, Any] 
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if not (a.no_snapshot or a.quick):
-        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
-        if rc is not None:
-            return rc
+    rc = run_in_snapshot(__file__, argv, skip=a.no_snapshot or a.quick)
+    if rc is not None:
+        return rc
     from neardup import Config, hash_documents
 
     t_start = time.perf_counter()
@@ -245,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         timing = e2e.time_pipelines(list(PIPELINES), cpath, work, a.repeats, n, n_bytes, keep,
                                     a.peer_timeout, "all")
         results["pipelines"] = timing
-        results["ratios"] = e2e._ratios(timing, "neardup_lsh")
+        results["ratios"] = ratios(timing, "neardup_lsh")
         cjk_path = work / "cjk.jsonl"
         cn, cb = write_subset(recs, CJK, cjk_path)
         if cn:
@@ -254,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             ct = e2e.time_pipelines(list(PIPELINES), cjk_path, work, a.repeats, cn, cb,
                                     keep_cjk, a.peer_timeout, "cjk")
             results["cjk_pipelines"] = {"langs": list(CJK), "pipelines": ct,
-                                        "ratios": e2e._ratios(ct, "neardup_lsh")}
+                                        "ratios": ratios(ct, "neardup_lsh")}
         print("[library throughput]", file=sys.stderr, flush=True)
         results["library_throughput"] = library_throughput(recs, a.repeats)
 
@@ -298,10 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{p} {d[f'recall_{p}']}" for p in comps), file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    finish(results, results["machine"]["neardup_source_at_start"])
-    results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
-    write_json(a.out, results)
-    print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)
+    write_results(a.out, results, t_start)
     return 0
 
 

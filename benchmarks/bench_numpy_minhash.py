@@ -37,12 +37,11 @@ import numpy.typing as npt
 from _common import (
     NUM_PERM,
     SEED,
-    finish,
     machine_info,
     run_in_snapshot,
     summarize,
     timed,
-    write_json,
+    write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -154,10 +153,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if not (a.no_snapshot or a.quick):
-        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
-        if rc is not None:
-            return rc
+    rc = run_in_snapshot(__file__, argv, skip=a.no_snapshot or a.quick)
+    if rc is not None:
+        return rc
     import numba
 
     from neardup import MinHasher
@@ -223,10 +221,7 @@ def main(argv: list[str] | None = None) -> int:
               f"per-permutation {summ['numpy_per_permutation']['best_s'] * 1e3:.0f} ms",
               file=sys.stderr, flush=True)
     results["machine"]["numba_threads_default"] = threads
-    finish(results, results["machine"]["neardup_source_at_start"])
-    results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
-    write_json(a.out, results)
-    print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)
+    write_results(a.out, results, t_start)
     return 0
 
 

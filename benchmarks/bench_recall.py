@@ -47,11 +47,10 @@ import numpy as np
 from _common import (
     NUM_PERM,
     SEED,
-    finish,
     machine_info,
     py_shingles,
     run_in_snapshot,
-    write_json,
+    write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -380,10 +379,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if not (a.no_snapshot or a.quick or getattr(a, "worker", None)):
-        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
-        if rc is not None:
-            return rc
+    rc = run_in_snapshot(
+        __file__, argv, skip=bool(a.no_snapshot or a.quick or getattr(a, "worker", None))
+    )
+    if rc is not None:
+        return rc
     import neardup
     import neardup.testing
     from neardup import Config, ShingleSpec
@@ -502,10 +502,7 @@ def main(argv: list[str] | None = None) -> int:
         for rule, pairs in acc.items():
             record(f"rensa_b{bands}_{rule}", {**info, "accept": rule}, pairs, "python")
 
-    finish(results, results["machine"]["neardup_source_at_start"])
-    results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
-    write_json(a.out, results)
-    print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)
+    write_results(a.out, results, t_start)
     return 0
 
 

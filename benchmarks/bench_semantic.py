@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from _common import dist_version, finish, machine_info, write_json  # noqa: E402
+from _common import dist_version, machine_info, write_results  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "semantic_dedup.py"
 
@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         out["example"] = json.loads(metrics.read_text(encoding="utf-8"))
     out["command"] = "python examples/semantic_dedup.py --json OUT"
-    finish(out, out["machine"]["neardup_source_at_start"])
-    write_json(args.out, out)
+    write_results(args.out, out)
     ex = out["example"]
     print(json.dumps({k: ex[k] for k in ("semantic", "minhash")}, indent=1))
     return 0

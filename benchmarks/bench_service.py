@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import finish, machine_info, write_json
+from _common import machine_info, write_results
 
 HERE = Path(__file__).resolve().parent
 THRESHOLD = 0.8
@@ -348,7 +348,6 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "params": {**vars(a), "tenant_config": TENANT_CFG},
     }
-    start_source = results["machine"]["neardup_source_at_start"]
     work = Path(a.work or tempfile.mkdtemp(prefix="nd-bench-svc-", dir=str(HERE.parent)))
     work.mkdir(parents=True, exist_ok=True)
     try:
@@ -514,9 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not a.work:
             shutil.rmtree(work, ignore_errors=True)
-    finish(results, start_source)
-    write_json(Path(a.out), results)
-    print(f"wrote {a.out}")
+    write_results(Path(a.out), results)
     return 0
 
 

@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import finish, machine_info, write_json
+from _common import machine_info, write_results
 from bench_service import _free_port, _wait
 from profile_service import server_cpu, tree
 from service_data import ROOT, build
@@ -173,7 +173,6 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_info(),
         "params": vars(a),
     }
-    start_source = results["machine"]["neardup_source_at_start"]
     src = build(a.items, a.tenants, Path(a.root))
     info = json.loads((src / "build.json").read_text())
     results["data"] = {
@@ -227,9 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [r for r in old.get("runs", []) if r["workers"] not in a.workers] + runs
         results["earlier_runs_machine"] = old.get("machine")
     results["runs"] = sorted(runs, key=lambda r: (r["workers"], r["kind"], r["loop"], r["users"]))
-    finish(results, start_source)
-    write_json(Path(a.out), results)
-    print(f"wrote {a.out}")
+    write_results(Path(a.out), results)
     return 0
 
 

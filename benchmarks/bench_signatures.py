@@ -42,14 +42,13 @@ from typing import Any
 from _common import (
     NUM_PERM,
     SEED,
-    finish,
     machine_info,
     py_shingles,
     run_in_snapshot,
     summarize,
     timed,
     utf8_bytes,
-    write_json,
+    write_results,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -380,10 +379,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if not (a.no_snapshot or a.quick or getattr(a, "worker", None)):
-        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
-        if rc is not None:
-            return rc
+    rc = run_in_snapshot(
+        __file__, argv, skip=bool(a.no_snapshot or a.quick or getattr(a, "worker", None))
+    )
+    if rc is not None:
+        return rc
     if a.worker:
         data = worker_first_call() if a.worker == "first-call" else \
             worker_single_thread(a.docs, a.repeats)
@@ -471,10 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
         results["single_thread"] = st
 
-    finish(results, results["machine"]["neardup_source_at_start"])
-    results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
-    write_json(a.out, results)
-    print(f"wrote {a.out} in {results['total_wall_s']} s", file=sys.stderr)
+    write_results(a.out, results, t_start)
     return 0
 
 

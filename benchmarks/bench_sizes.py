@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import finish, machine_info, write_json
+from _common import machine_info, write_results
 from bench_end_to_end import time_pipelines, warm_up
 
 HERE = Path(__file__).resolve().parent
@@ -147,10 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    finish(results, results["machine"]["neardup_source_at_start"])
-    results["total_wall_s"] = round(time.perf_counter() - t_start, 2)
-    write_json(a.out, results)
-    print(f"wrote {a.out}", file=sys.stderr)
+    write_results(a.out, results, t_start)
     return 0
 
 

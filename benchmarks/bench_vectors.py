@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import finish, machine_info, neardup_source, run_in_snapshot, write_json
+from _common import machine_info, neardup_source, run_in_snapshot, write_results
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "vectors.json"
@@ -505,10 +505,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    if not (a.no_snapshot or a.quick):
-        rc = run_in_snapshot(__file__, sys.argv[1:] if argv is None else argv)
-        if rc is not None:
-            return rc
+    rc = run_in_snapshot(__file__, argv, skip=a.no_snapshot or a.quick)
+    if rc is not None:
+        return rc
     import faiss
 
     results: dict[str, Any] = {"machine": machine_info()}
@@ -645,9 +644,7 @@ def main(argv: list[str] | None = None) -> int:
             results[f"faiss_lsh_{b}"]["seconds"] / nd["seconds"], 2
         )
     results["ratios"] = ratios
-    finish(results, results["machine"]["neardup_source_at_start"])
-    write_json(a.out, results)
-    print(f"wrote {a.out}", file=sys.stderr)
+    write_results(a.out, results)
     return 0
 
 

@@ -271,24 +271,29 @@ def changelog_entries() -> Iterator[str]:
                     yield entry
 
 
-def _mo_messages(data: bytes) -> list[tuple[bytes, bytes]]:
-    """(msgid, msgstr) pairs of a compiled gettext catalogue (GNU ``.mo`` layout:
-    magic, revision, count, offsets of the two (length, offset) tables)."""
-    import struct
+def mo_entries(data: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """``(msgid, msgstr)`` of a compiled gettext catalogue (GNU ``.mo`` layout: magic,
+    revision, count, offsets of the two (length, offset) tables), as stored: the header
+    entry included, a ``msgctxt`` before ``\\x04`` and plural forms after ``\\x00``.
 
+    Data too short or without the magic number yields nothing; tables that point past
+    the data raise :class:`struct.error` when reached, so a caller decides whether the
+    entries before it count.
+
+    >>> list(mo_entries(b"not a catalogue"))
+    []
+    """
     if len(data) < 20:
-        return []
+        return
     magic = struct.unpack_from("<I", data)[0]
     end = "<" if magic == 0x950412DE else ">" if magic == 0xDE120495 else ""
     if not end:
-        return []
+        return
     _, n, orig, trans = struct.unpack_from(end + "4I", data, 4)
-    out = []
     for i in range(n):
         ilen, ioff = struct.unpack_from(end + "2I", data, orig + 8 * i)
         slen, soff = struct.unpack_from(end + "2I", data, trans + 8 * i)
-        out.append((data[ioff : ioff + ilen], data[soff : soff + slen]))
-    return out
+        yield data[ioff : ioff + ilen], data[soff : soff + slen]
 
 
 def catalogue_messages(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
@@ -301,7 +306,7 @@ def catalogue_messages(min_chars: int = MIN_MESSAGE_CHARS) -> Iterator[str]:
             files.extend(sorted(root.glob("*/LC_MESSAGES/*.mo")))
     for path in files:
         try:
-            pairs = _mo_messages(path.read_bytes())
+            pairs = list(mo_entries(path.read_bytes()))  # a damaged file counts not at all
         except (OSError, struct.error):
             continue
         for msgid, msgstr in pairs:

@@ -58,6 +58,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # also when loaded by path (the tests)
+from corpus import mo_entries  # noqa: E402
+
 CACHE_DIR = HERE / ".corpus"
 FORMAT = 2  # bump when the construction changes (invalidates cached corpora)
 
@@ -147,21 +150,15 @@ def parse_po(text: str) -> list[tuple[str, str]]:
 
 
 def parse_mo(data: bytes) -> list[tuple[str, str]]:
-    """``(msgid, msgstr)`` of a compiled catalogue (GNU ``.mo``), header left out."""
-    if len(data) < 20:
-        return []
-    magic = struct.unpack_from("<I", data)[0]
-    end = "<" if magic == 0x950412DE else ">" if magic == 0xDE120495 else ""
-    if not end:
-        return []
+    """``(msgid, msgstr)`` of a compiled catalogue (GNU ``.mo``, read by
+    :func:`corpus.mo_entries`): the header and empty translations left out, the context
+    dropped, the first plural form; a damaged table or a string that is not UTF-8 ends
+    the catalogue (the entries before it are kept)."""
     out = []
     try:
-        _, n, orig, trans = struct.unpack_from(end + "4I", data, 4)
-        for i in range(n):
-            ilen, ioff = struct.unpack_from(end + "2I", data, orig + 8 * i)
-            slen, soff = struct.unpack_from(end + "2I", data, trans + 8 * i)
-            msgid = data[ioff : ioff + ilen].split(b"\x00")[0].decode("utf-8")
-            msgstr = data[soff : soff + slen].split(b"\x00")[0].decode("utf-8")
+        for raw_id, raw_str in mo_entries(data):
+            msgid = raw_id.split(b"\x00")[0].decode("utf-8")
+            msgstr = raw_str.split(b"\x00")[0].decode("utf-8")
             if msgid and msgstr:
                 out.append((msgid.split("\x04")[-1], msgstr))  # \x04 ends a msgctxt
     except (struct.error, UnicodeDecodeError):

@@ -266,11 +266,10 @@ def main(argv: list[str] | None = None) -> int:
                     "(kind, mode) in process; writes --out (default results/service_cpu.json)")
     a = ap.parse_args(argv)
     if a.matrix:
-        from _common import finish, machine_info, write_json
+        from _common import machine_info, write_results
 
         res: dict[str, Any] = {"benchmark": "service_cpu", "machine": machine_info(),
                                "params": {"data": a.data, "seconds": a.seconds}}
-        start_source = res["machine"]["neardup_source_at_start"]
         res["http"] = []
         for kind, mode, conc in MATRIX:
             one = ["--data", a.data, "--root", a.root, "--kind", kind, "--mode", mode,
@@ -281,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, mode in dict.fromkeys((k, m) for k, m, _ in MATRIX):
             res["in_process"].append(inprocess(Path(a.root) / a.data, kind, mode, 300))
             print(json.dumps(res["in_process"][-1]), flush=True)
-        finish(res, start_source)
-        write_json(Path(a.out or HERE / "results" / "service_cpu.json"), res)
+        write_results(Path(a.out or HERE / "results" / "service_cpu.json"), res)
         return 0
     out = _profile(a)
     print(json.dumps(out, indent=1))

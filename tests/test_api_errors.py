@@ -116,3 +116,90 @@ def test_the_raw_errors_of_the_issue_are_neardup_errors_now() -> None:
         nv.hamming_distance("9f3a", "9f3g")
     with pytest.raises(neardup.InvalidConfig, match="lengths in bytes differ"):
         nv.hamming_distance("9f3a", "9f3a00")
+
+
+# Issue 25: the text entry points took anything and failed deep inside with Python's
+# own TypeError/AttributeError (``'int' object has no attribute 'isascii'``).
+NOT_TEXT: list[Any] = [123, None, b"abc", 1.5, ["a b c"], object()]
+NOT_TEXTS: list[Any] = [123, None, "a b c d e f", b"abc", 1.5, object()]  # one str is no batch
+NOT_OBJECT: list[Any] = [123, "x", 1.5, ["a"], object()]  # where a Config, scheme... belongs
+
+_CFG = Config()
+_MH = neardup.MinHasher(_CFG)
+_SIG = _MH.signature("a b c d e f g")
+_SIGS = _MH.signatures(["a b c d e f g", "a b c d e f h"])
+
+WRONG_TYPES: dict[str, tuple[Callable[[Any], Any], list[Any]]] = {
+    "Normalizer(text)": (lambda x: neardup.get_normalizer("nfkc-casefold")(x), NOT_TEXT),
+    "Normalizer(text) raw": (lambda x: neardup.get_normalizer("raw")(x), NOT_TEXT),
+    "Normalizer.with_offsets": (
+        lambda x: neardup.get_normalizer("nfkc-casefold").with_offsets(x),
+        NOT_TEXT,
+    ),
+    "get_normalizer": (neardup.get_normalizer, NOT_OBJECT),
+    "shingles text": (lambda x: neardup.shingles(x, _CFG.shingle), NOT_TEXT),
+    "shingles spec": (lambda x: neardup.shingles("a b c d e f", x), NOT_OBJECT),
+    "hash_documents texts": (lambda x: hash_documents(x, _CFG), NOT_TEXTS),
+    "hash_documents text": (lambda x: hash_documents(["a b c", x], _CFG), NOT_TEXT),
+    "hash_documents config": (lambda x: hash_documents(["a b c"], x), NOT_OBJECT),
+    "hash_documents key": (lambda x: hash_documents(["a b c"], _CFG, key=x), NOT_OBJECT),
+    "find_duplicates texts": (neardup.find_duplicates, NOT_TEXTS),
+    "find_duplicates text": (lambda x: neardup.find_duplicates(["a b c", x]), NOT_TEXT),
+    "find_duplicates config": (
+        lambda x: neardup.find_duplicates(["a b c"], config=x),
+        NOT_OBJECT,
+    ),
+    "MinHasher config": (neardup.MinHasher, NOT_OBJECT),
+    "MinHasher.signature": (_MH.signature, [x for x in NOT_TEXT if not isinstance(x, bytes)]),
+    "MinHasher.signatures": (_MH.signatures, NOT_TEXTS),
+    "MinHasher.signatures text": (lambda x: _MH.signatures([x]), NOT_TEXT),
+    "MinHasher.from_hashes": (_MH.from_hashes, [None, 1.5, ["a b"], object()]),
+    "MinHasher.from_sets": (_MH.from_sets, NOT_OBJECT),
+    "MinHasher.require_compatible": (_MH.require_compatible, NOT_OBJECT),
+    "Signature.similarity": (_SIG.similarity, NOT_OBJECT),
+    "Signature.standard_error": (_SIG.standard_error, NOT_OBJECT),
+    "Signature.band": (_SIG.band, [None, "0", 1.5, [0], object()]),
+    "Signature.band_hash": (_SIG.band_hash, [None, "0", 1.5, [0], object()]),
+    "Signature.from_hex scheme": (
+        lambda x: neardup.Signature.from_hex(_SIG.hex(), x),
+        NOT_OBJECT,
+    ),
+    "SignatureSet.concat": (_SIGS.concat, NOT_OBJECT),
+    "jaccard": (lambda x: neardup.jaccard(x, [1, 2]), [123, None, "ab", 1.5, ["a"], object()]),
+    "LSHIndex scheme": (lambda x: neardup.LSHIndex(x, threshold=0.8), NOT_OBJECT),
+    "LSHIndex threshold": (lambda x: neardup.LSHIndex(_MH.scheme, threshold=x), NOT_OBJECT),
+    "LSHIndex.query": (lambda x: neardup.LSHIndex(_MH.scheme, threshold=0.8).query(x), NOT_OBJECT),
+    "Deduplicator config": (neardup.Deduplicator, NOT_OBJECT),
+    "Deduplicator.add": (lambda x: neardup.Deduplicator().add("k", x), NOT_TEXT),
+    "Deduplicator.query": (lambda x: neardup.Deduplicator().query(x), NOT_TEXT),
+    "unique_records": (lambda x: list(neardup.unique_records(x)), [123, None, "a", 1.5]),
+    "unique_records record": (lambda x: list(neardup.unique_records([x])), NOT_TEXT),
+    "dedup_records": (neardup.dedup_records, [123, None, "a", 1.5]),
+    "dedup_records record": (lambda x: neardup.dedup_records([x]), NOT_TEXT),
+    "dedup_records text field": (  # None: the field is missing, which the message says
+        lambda x: neardup.dedup_records([{"text": x}]),
+        [x for x in NOT_TEXT if x is not None],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG_TYPES))
+def test_wrong_types_raise_neardup_errors_naming_the_type_and_the_fix(name: str) -> None:
+    call, wrong = WRONG_TYPES[name]
+    for x in wrong:
+        with pytest.raises(neardup.NeardupError) as info:
+            call(x)
+        message = str(info.value)
+        assert "fix" in message, (name, x, message)
+        assert type(x).__name__ in message or repr(x) in message, (name, x, message)
+
+
+def test_the_type_errors_of_issue_25_say_what_to_pass() -> None:
+    with pytest.raises(neardup.InvalidConfig, match=r"text=123: has type int, expected str"):
+        neardup.get_normalizer("nfkc-casefold")(123)
+    with pytest.raises(neardup.InvalidConfig, match=r"texts\[1\]=b'x'.*decode it first"):
+        hash_documents(["a", b"x"], Config())
+    with pytest.raises(neardup.InvalidConfig, match="expected a collection of str"):
+        neardup.find_duplicates("one text")
+    with pytest.raises(neardup.InvalidConfig, match="has type int, expected Signature"):
+        _SIG.similarity(3)

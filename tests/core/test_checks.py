@@ -8,7 +8,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup import InvalidConfig
-from neardup.core.checks import check_float, check_int, check_positions, hash_array
+from neardup.core.checks import (
+    check_float,
+    check_int,
+    check_layout_targets,
+    check_pairs,
+    check_positions,
+    check_same,
+    check_text,
+    check_texts,
+    check_type,
+    hash_array,
+)
 
 
 @pytest.mark.parametrize("bad", [None, "1", True, float("nan"), float("inf"), [1.0]])
@@ -37,3 +48,50 @@ def test_check_positions_refuses_out_of_range_and_non_integers() -> None:
     for bad in ([5], [-1], [0.5], [[0]], "0", None):
         with pytest.raises(InvalidConfig, match=r"positions in \[0, 5\)"):
             check_positions("a", bad, 5)
+
+
+@pytest.mark.parametrize(
+    ("recall", "far_budget", "n", "named"),
+    [
+        (0.0, 10, 5, "recall"),
+        (1.0, 10, 5, "recall"),
+        ("0.9", 10, 5, "recall"),
+        (0.9, 0, 5, "far_budget"),
+        (0.9, float("inf"), 5, "far_budget"),
+        (0.9, 10, 0, "n"),
+        (0.9, 10, 2.5, "n"),
+    ],
+)
+def test_check_layout_targets_names_the_target_out_of_range(
+    recall: object, far_budget: object, n: object, named: str
+) -> None:
+    with pytest.raises(InvalidConfig, match=rf"invalid {named}=.*fix: ") as e:
+        check_layout_targets(recall, far_budget, n)
+    assert e.value.field == named
+
+
+def test_check_same_and_check_pairs_say_both_values() -> None:
+    check_same("x", (2, 3), (2, 3), "differ", "")
+    with pytest.raises(InvalidConfig, match=r"invalid x=\(2, 3\): shapes differ; fix: one scheme"):
+        check_same("x", 2, 3, "shapes differ", "one scheme")
+    aa, bb = check_pairs([0, 1], np.array([2, 0]), 3)
+    assert (aa.tolist(), bb.tolist(), aa.dtype, bb.dtype) == ([0, 1], [2, 0], np.int64, np.int64)
+    with pytest.raises(InvalidConfig, match=r"invalid a/b=\(2, 1\): lengths differ"):
+        check_pairs([0, 1], [2], 3)
+    with pytest.raises(InvalidConfig, match=r"positions in \[0, 3\)"):
+        check_pairs([0], [3], 3)
+
+
+def test_check_texts_takes_collections_of_str_and_names_the_first_other() -> None:
+    arr = np.array(["a b", "c d"])  # numpy's str_ is a str
+    assert check_texts("texts", arr) is arr
+    assert list(check_texts("texts", ("x", "y"))) == ["x", "y"]
+    assert check_text("text", "x") == "x" and check_type("n", 3, int, "") == 3
+    for bad in ("one text", b"bytes", (t for t in ["a"]), 3, None):
+        with pytest.raises(InvalidConfig, match="expected a collection of str"):
+            check_texts("texts", bad)
+    with pytest.raises(InvalidConfig, match=r"texts\[2\]=None: has type NoneType") as e:
+        check_texts("texts", ["a", "b", None, 1])
+    assert e.value.field == "texts[2]"
+    with pytest.raises(InvalidConfig, match=r"decode it first"):
+        check_text("text", bytearray(b"x"))

@@ -55,6 +55,7 @@ from neardup.batch.index import DedupIndex
 from neardup.batch.online import Deduplicator
 from neardup.batch.results import DedupResult, Match, search_stats, size_histogram
 from neardup.core._errors import InvalidConfig, MemoryLimitExceeded
+from neardup.core.checks import check_texts
 from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config, scratch_bytes
 from neardup.graph.cluster import KEEP_RULES, Edge, build_clusters, join_edges
 from neardup.kernels import _bandjoin as KB
@@ -149,6 +150,7 @@ def find_duplicates(
         hashed: the shingle hashes of exactly ``texts`` when they were hashed while
             being read (a :class:`HashFeeder`'s result); computed here if ``None``.
     """
+    texts = check_texts("texts", texts)
     cfg = config or Config()
     if keep not in KEEP_RULES:
         raise InvalidConfig("keep", keep, "unknown representative rule", f"use one of {KEEP_RULES}")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from neardup.batch.pipeline import Deduplicator, find_duplicates
-from neardup.core._errors import DocumentTooLarge, EmptyDocument, InputError
+from neardup.core._errors import DocumentTooLarge, EmptyDocument, InputError, InvalidConfig, shown
 from neardup.core.config import Config
 from neardup.graph.cluster import Cluster
 from neardup.text.hashing import HashKey
@@ -34,15 +34,42 @@ __all__ = ["dedup_records", "filter_dataset", "unique_records"]
 
 
 def _text(rec: Mapping[str, Any], field: str, i: int) -> str:
-    text = rec.get(field)
-    if not isinstance(text, str):
+    try:
+        text = rec.get(field)
+    except AttributeError:  # not a mapping: checked only when it fails (no per-record cost)
+        raise InputError(
+            f"record {i}",
+            None,
+            f"has type {type(rec).__name__}, expected a mapping of fields",
+            "pass records as dicts, e.g. {'text': ...}",
+        ) from None
+    if text is None:
         raise InputError(
             f"record {i}",
             None,
             f"no text field {field!r}",
             "pass text_field= naming the field that holds the text",
         )
+    if not isinstance(text, str):
+        raise InputError(
+            f"record {i}",
+            None,
+            f"field {field!r} has type {type(text).__name__}, expected str",
+            "decode bytes first, or pass text_field= naming the field that holds the text",
+        )
     return text
+
+
+def _records(records: object) -> Iterable[Mapping[str, Any]]:
+    """``records`` if it is iterable (and not one str or bytes)."""
+    if isinstance(records, str | bytes) or not hasattr(records, "__iter__"):
+        raise InvalidConfig(
+            "records",
+            shown(records),
+            f"has type {type(records).__name__}, expected an iterable of records",
+            "pass e.g. a list of dicts: [{'text': ...}]",
+        )
+    return records
 
 
 def unique_records(
@@ -59,7 +86,7 @@ def unique_records(
     batch form keeps it); an empty one is yielded when ``keep_empty``.
     """
     d = Deduplicator(config or Config(), key=key)
-    for i, rec in enumerate(records):
+    for i, rec in enumerate(_records(records)):
         text = _text(rec, text_field, i)
         try:
             matches = d.query(text)
@@ -89,7 +116,7 @@ def dedup_records(
 
     Ids are ``record[id_field]`` when given, else positions.
     """
-    texts = [_text(r, text_field, i) for i, r in enumerate(records)]
+    texts = [_text(r, text_field, i) for i, r in enumerate(_records(records))]
     res = find_duplicates(texts, config=config, key=key, keep=keep)
     ids = [r[id_field] if id_field else i for i, r in enumerate(records)]
     return [ids[int(i)] for i in res.kept], res.clusters

@@ -15,14 +15,28 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, shown
 
-__all__ = ["check_float", "check_int", "check_positions", "hash_array"]
+__all__ = [
+    "check_float",
+    "check_int",
+    "check_layout_targets",
+    "check_pairs",
+    "check_positions",
+    "check_same",
+    "check_text",
+    "check_texts",
+    "check_type",
+    "hash_array",
+]
+
+T = TypeVar("T")
 
 
 def check_float(name: str, value: object, fix: str) -> float:
@@ -47,6 +61,106 @@ def check_int(name: str, value: object, lo: int, hi: int, fix: str) -> int:
     ):
         raise InvalidConfig(name, shown(value), f"must be an integer in [{lo}, {hi}]", fix)
     return int(value)
+
+
+def check_layout_targets(
+    recall: object, far_budget: object, n: object
+) -> tuple[float, float, int]:
+    """The targets of a band-layout search, checked: ``recall`` in (0, 1),
+    ``far_budget`` (expected far candidates per query) > 0 and ``n`` (stored items)
+    an integer >= 1; :class:`InvalidConfig` names the first one that is not.
+
+    >>> check_layout_targets(0.995, 10, 1_000_000)
+    (0.995, 10.0, 1000000)
+    """
+    r = check_float("recall", recall, "e.g. recall=0.995")
+    if not 0.0 < r < 1.0:
+        raise InvalidConfig("recall", r, "must be in (0, 1)", "e.g. recall=0.995")
+    budget = check_float("far_budget", far_budget, "e.g. far_budget=10")
+    if not budget > 0.0:
+        raise InvalidConfig("far_budget", budget, "must be > 0", "e.g. far_budget=10")
+    items = check_int("n", n, 1, 1 << 62, "pass the number of stored items, e.g. n=1000000")
+    return r, budget, items
+
+
+def check_same(name: str, a: object, b: object, what_is_wrong: str, fix: str) -> None:
+    """:class:`InvalidConfig` with the value ``(a, b)`` unless ``a == b``: two inputs
+    that must agree (lengths, shapes, dimensions).
+
+    >>> check_same("a/b", 3, 4, "lengths differ", "pass one b for every a")
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid a/b=(3, 4): lengths differ; ...
+    """
+    if a != b:
+        raise InvalidConfig(name, (a, b), what_is_wrong, fix)
+
+
+def check_type(name: str, value: object, cls: type[T], fix: str) -> T:
+    """``value`` if it is a ``cls``; :class:`InvalidConfig` naming the type it is.
+
+    >>> check_type("config", 0.8, dict, "pass Config(...)")
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid config=0.8: has type float, expected dict; ...
+    """
+    if isinstance(value, cls):
+        return value
+    what = f"has type {type(value).__name__}, expected {cls.__name__}"
+    raise InvalidConfig(name, shown(value), what, fix)
+
+
+def _not_text(name: str, value: object) -> InvalidConfig:
+    if isinstance(value, bytes | bytearray | memoryview):
+        fix = "decode it first, e.g. data.decode('utf-8')"
+    else:
+        fix = "pass the document's text as a str"
+    return InvalidConfig(name, shown(value), f"has type {type(value).__name__}, expected str", fix)
+
+
+def check_text(name: str, value: object) -> str:
+    """``value`` if it is a ``str`` (a document's text); :class:`InvalidConfig`
+    naming the type it is otherwise (bytes: decode them first).
+
+    >>> check_text("text", b"abc")
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid text=b'abc': has type bytes, expected str; ...
+    """
+    if isinstance(value, str):
+        return value
+    raise _not_text(name, value)
+
+
+def check_texts(name: str, values: object) -> Sequence[str]:
+    """``values`` if it is a sized collection of ``str`` (a list, tuple, array or
+    column of texts, not one str or bytes); :class:`InvalidConfig` otherwise, naming
+    the first document that is not a str by its position.
+
+    One pass over the element types (no per-document Python code unless one is
+    wrong), made once where a batch enters the library.
+
+    >>> check_texts("texts", ["a", 1])
+    Traceback (most recent call last):
+    ...
+    neardup.core._errors.InvalidConfig: invalid texts[1]=1: has type int, expected str; ...
+    """
+    if (
+        isinstance(values, str | bytes | bytearray | memoryview)
+        or not hasattr(values, "__len__")
+        or not hasattr(values, "__iter__")
+    ):
+        raise InvalidConfig(
+            name,
+            shown(values),
+            f"has type {type(values).__name__}, expected a collection of str",
+            "pass a list of texts (one text: [text])",
+        )
+    if not all(issubclass(t, str) for t in set(map(type, values))):
+        for i, v in enumerate(values):
+            if not isinstance(v, str):
+                raise _not_text(f"{name}[{i}]", v)
+    return values  # type: ignore[return-value]
 
 
 def _integers(v: object) -> npt.NDArray[Any] | None:
@@ -95,3 +209,18 @@ def check_positions(name: str, v: object, n: int) -> npt.NDArray[np.int64]:
             f"pass positions 0 <= i < {n}",
         )
     return np.ascontiguousarray(arr, dtype=np.int64)
+
+
+def check_pairs(
+    a: object, b: object, n: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """``a`` and ``b`` as equally long position arrays (:func:`check_positions`): the
+    pairs ``(a[i], b[i])`` of items ``0 … n-1``.
+
+    >>> [x.tolist() for x in check_pairs([0, 1], [2, 2], 3)]
+    [[0, 1], [2, 2]]
+    """
+    aa = check_positions("a", a, n)
+    bb = check_positions("b", b, n)
+    check_same("a/b", aa.shape[0], bb.shape[0], "lengths differ", "pass one b for every a")
+    return aa, bb

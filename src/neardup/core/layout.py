@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from neardup.core._errors import InvalidConfig, NoFeasibleParameters
-from neardup.core.checks import check_float, check_int
+from neardup.core.checks import check_float, check_int, check_layout_targets
 
 __all__ = [
     "Layout",
@@ -124,22 +124,11 @@ def optimal_params(
     """
     near = check_float("near", near, "e.g. near=0.8")
     far = check_float("far", far, "e.g. far=0.3")
-    recall = check_float("recall", recall, "e.g. recall=0.95")
-    far_budget = check_float("far_budget", far_budget, "e.g. far_budget=20000")
-    n = check_int("n", n, 1, 1 << 62, "e.g. n=1000000")
+    recall, far_budget, n = check_layout_targets(recall, far_budget, n)
     max_perm = check_int("max_perm", max_perm, 1, 1 << 16, "e.g. max_perm=128")
     if not 0.0 <= far < near <= 1.0:
         raise InvalidConfig(
             "near/far", (near, far), "need 0 <= far < near <= 1", "e.g. near=0.8, far=0.3"
-        )
-    if not 0.0 < recall < 1.0:
-        raise InvalidConfig("recall", recall, "must be in (0, 1)", "e.g. recall=0.95")
-    if far_budget <= 0 or n < 1 or max_perm < 1:
-        raise InvalidConfig(
-            "far_budget/n/max_perm",
-            (far_budget, n, max_perm),
-            "must be positive",
-            "e.g. far_budget=20000, n=1000000, max_perm=128",
         )
     best: Layout | None = None
     miss: Layout | None = None

@@ -43,6 +43,7 @@ import numpy.typing as npt
 
 from neardup.core._errors import CorruptFile, InvalidConfig
 from neardup.core._fingerprint import fingerprint
+from neardup.core.checks import check_int, check_type
 from neardup.core.layout import (
     Layout,
     candidate_probability,
@@ -201,19 +202,17 @@ class LSHIndex:
         max_bucket_size: int = 10_000,
         max_candidates: int = 1000,
     ) -> None:
+        check_type("scheme", scheme, SchemeDescriptor, "pass MinHasher(config).scheme")
         resolved = index_ranges(
             ranges,
             threshold=threshold,
             num_perm=scheme.num_perm,
             layout=(scheme.bands, scheme.rows),
         )
-        if max_bucket_size < 2 or max_candidates < 1:
-            raise InvalidConfig(
-                "max_bucket_size/max_candidates",
-                (max_bucket_size, max_candidates),
-                "must be >= 2 and >= 1",
-                "use e.g. 10000 and 1000",
-            )
+        max_bucket_size = check_int(
+            "max_bucket_size", max_bucket_size, 2, 1 << 62, "use e.g. 10000"
+        )
+        max_candidates = check_int("max_candidates", max_candidates, 1, 1 << 62, "use e.g. 1000")
         self.scheme = scheme
         self.ranges = resolved
         self.threshold = resolved[0].threshold
@@ -283,6 +282,7 @@ class LSHIndex:
         return [int(v) for v in out[0]]
 
     def _check(self, sig: Signature) -> None:
+        check_type("sig", sig, Signature, "pass MinHasher(config).signature(text)")
         self.scheme.require_same(sig.scheme)
 
     # -- queries ------------------------------------------------------------------

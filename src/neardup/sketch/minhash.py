@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
+from neardup.core.checks import check_int, check_text, check_type, hash_array
 from neardup.core.config import Config
 from neardup.core.hexsig import signature_bytes
 from neardup.kernels import _signatures as KS
@@ -53,6 +54,8 @@ from neardup.text.hashing import (
 from neardup.text.normalize import EncodedTexts
 
 __all__ = ["BBitSignatures", "MinHasher", "Signature", "SignatureSet", "permutation_params"]
+
+_SIG_FIX = "pass a Signature, e.g. MinHasher(config).signature(text)"
 
 _M64 = (1 << 64) - 1
 
@@ -102,6 +105,7 @@ class Signature:
 
         Raises SchemeMismatch when the two signatures were computed differently.
         """
+        check_type("other", other, Signature, _SIG_FIX)
         self.scheme.require_same(other.scheme)
         return float(np.count_nonzero(self.values == other.values)) / len(self)
 
@@ -113,13 +117,13 @@ class Signature:
     def band(self, i: int) -> npt.NDArray[np.uint32]:
         """The rows of LSH band ``i``."""
         b, r = self.scheme.bands, self.scheme.rows
-        if not 0 <= i < b:
-            raise InvalidConfig("band", i, f"out of range for {b} bands", f"use 0 <= band < {b}")
+        i = check_int("band", i, 0, b - 1, f"use 0 <= band < {b}")
         return self.values[i * r : (i + 1) * r]
 
     def band_hash(self, i: int, *, seed: int = 0) -> int:
         """The 64-bit bucket key of band ``i`` (as the index computes it)."""
         self.band(i)
+        seed = check_int("seed", seed, 0, (1 << 64) - 1, "use e.g. seed=0")
         out = np.empty((1, self.scheme.bands), dtype=np.uint64)
         KS.band_keys(
             self.values[None, :], 0, self.scheme.bands, self.scheme.rows, np.uint64(seed), out
@@ -147,7 +151,7 @@ class Signature:
         Raises InvalidConfig when ``data`` does not hold ``scheme.num_perm`` rows.
         """
         raw = signature_bytes("signature", data, item_bytes=4)
-        return cls._of(raw, scheme)
+        return cls._of(raw, scheme)  # checks the scheme
 
     @classmethod
     def from_hex(cls, text: str, scheme: SchemeDescriptor) -> Signature:
@@ -160,6 +164,7 @@ class Signature:
 
     @classmethod
     def _of(cls, raw: bytes, scheme: SchemeDescriptor) -> Signature:
+        check_type("scheme", scheme, SchemeDescriptor, "pass the scheme it was computed under")
         rows = len(raw) // 4
         if rows != scheme.num_perm:
             raise InvalidConfig(
@@ -216,6 +221,7 @@ class SignatureSet:
         return out
 
     def concat(self, other: SignatureSet) -> SignatureSet:
+        check_type("other", other, SignatureSet, "pass a SignatureSet of the same scheme")
         self.scheme.require_same(other.scheme, "signature sets")
         return SignatureSet(np.concatenate([self.matrix, other.matrix]), self.scheme)
 
@@ -283,6 +289,7 @@ class MinHasher:
 
     def from_sets(self, sets: ShingleSets) -> SignatureSet:
         """Signatures of already hashed shingle sets (the batch path)."""
+        check_type("sets", sets, ShingleSets, "pass hash_documents(texts, config)")
         sets.scheme.require_same_sets(self.scheme)
         out = np.empty((len(sets), self.config.num_perm), dtype=np.uint32)
         if len(sets):
@@ -307,14 +314,14 @@ class MinHasher:
                 raise DocumentTooLarge(None, len(doc), self.config.max_document_bytes)
             sets = hash_encoded(EncodedTexts.from_bytes([doc]), self.config, self.key, self.scheme)
         else:
-            sets = hash_documents([doc], self.config, key=self.key)
+            sets = hash_documents([check_text("doc", doc)], self.config, key=self.key)
         if sets.raw_counts[0] == 0:
             raise EmptyDocument(None)
         return self.from_sets(sets)[0]
 
     def from_hashes(self, hashes: npt.ArrayLike) -> Signature:
         """Signature of a set of pre-hashed 64-bit shingles."""
-        arr = np.unique(np.asarray(hashes, dtype=np.uint64))
+        arr = np.unique(hash_array("hashes", hashes))
         if arr.size == 0:
             raise EmptyDocument(None, "no shingle hash given")
         indptr = np.array([0, arr.size], dtype=np.int64)
@@ -326,5 +333,6 @@ class MinHasher:
         return Signature(out[0], self.scheme)
 
     def require_compatible(self, sig: Signature) -> None:
+        check_type("sig", sig, Signature, _SIG_FIX)
         if sig.scheme != self.scheme:
             raise SchemeMismatch(sig.scheme.fingerprint, self.scheme.fingerprint)

@@ -41,6 +41,7 @@ import numpy.typing as npt
 from numba import get_num_threads
 
 from neardup.core._errors import DocumentTooLarge, EmptyDocument
+from neardup.core.checks import check_texts, check_type
 from neardup.core.config import Config, ShingleSpec
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _hashes as KH
@@ -215,8 +216,9 @@ def hash_documents(
     batch callers count and report them.  Documents over ``max_document_bytes``
     raise :class:`DocumentTooLarge`; batch callers filter them first.
     """
-    norm = get_normalizer(config.normalizer)
     scheme = SchemeDescriptor.from_config(config, key)
+    texts = check_texts("texts", texts)
+    norm = get_normalizer(config.normalizer)
     if normalized:
         sets, too_large = _hash_encoded_checked(
             EncodedTexts.from_bytes([encode_text(t) for t in texts]), config, key, scheme
@@ -385,6 +387,7 @@ def shingles(text: str, spec: ShingleSpec, *, normalizer: str = "nfkc-casefold")
 
     Raises :class:`EmptyDocument` if the normalized text has no unit to shingle.
     """
+    check_type("spec", spec, ShingleSpec, "pass config.shingle, e.g. ShingleSpec(k=5)")
     t = get_normalizer(normalizer)(text)
     k = spec.k
     if spec.kind == "word":

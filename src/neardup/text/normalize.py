@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
+from neardup.core.checks import check_text
 from neardup.core.config import NORMALIZER_VERSIONS, check_normalizer
 
 __all__ = [
@@ -109,7 +110,7 @@ class Normalizer:
         return f"{self.name}@{self.version}/unicode-{unicodedata.unidata_version}"
 
     def __call__(self, text: str) -> str:
-        out = self.casefold_nfkc(text)
+        out = self.casefold_nfkc(check_text("text", text))
         if self.collapse_whitespace:
             out = " ".join(out.split())
         return out
@@ -119,7 +120,7 @@ class Normalizer:
 
         The result's ``text`` always equals ``self(text)``.
         """
-        chars, starts, ends = self._segment_map(text)
+        chars, starts, ends = self._segment_map(check_text("text", text))
         if self.collapse_whitespace:
             joined = "".join(chars)
             out_chars: list[str] = []
@@ -278,7 +279,9 @@ def unicode_stage(
     """
     n = len(texts)
     if not (normalizer.ascii_lower or normalizer.collapse_whitespace):
-        return EncodedTexts.from_bytes([encode_text(normalizer(t)) for t in texts]), np.zeros(
+        # Neither case nor whitespace changes: the fold alone (no per-document checks).
+        fold_only = normalizer.casefold_nfkc
+        return EncodedTexts.from_bytes([encode_text(fold_only(t)) for t in texts]), np.zeros(
             n, dtype=np.bool_
         )
     ascii_doc = np.fromiter(map(str.isascii, texts), dtype=np.bool_, count=n)

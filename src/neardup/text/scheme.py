@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 
 from neardup.core._errors import InvalidConfig, SchemeMismatch
 from neardup.core._fingerprint import FORMAT_VERSION, fingerprint
+from neardup.core.checks import check_type
 from neardup.core.config import LEGACY_TOKENIZER, Config
 from neardup.text.normalize import get_normalizer
 
@@ -190,7 +191,11 @@ class SchemeDescriptor:
 
 
 def check_key(config: Config, key: HashKey | None) -> None:
-    """Refuse a key the hash algorithm of ``config`` cannot use, or a missing one."""
+    """Refuse a key the hash algorithm of ``config`` cannot use, or a missing one
+    (and a ``config`` that is no :class:`~neardup.Config`, a ``key`` no :class:`HashKey`)."""
+    check_type("config", config, Config, "pass a Config, e.g. Config(threshold=0.8)")
+    if key is not None:
+        check_type("key", key, HashKey, "pass key=HashKey.derive(master_secret, tenant)")
     if config.hash_algorithm == "siphash24" and key is None:
         raise InvalidConfig(
             "key",

@@ -55,6 +55,7 @@ import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector, shown
 from neardup.core._fingerprint import fingerprint
+from neardup.core.checks import check_same
 from neardup.core.hexsig import signature_bytes
 from neardup.kernels import _vkernels as V
 from neardup.vectors.vconfig import MAX_BITS, VectorConfig, check_pos_int
@@ -153,20 +154,17 @@ def hamming_distance(a: npt.ArrayLike | str | bytes, b: npt.ArrayLike | str | by
     if _text_sig(a) or _text_sig(b):
         x8 = _sig_bytes("a", a)
         y8 = _sig_bytes("b", b)
-        if x8.shape != y8.shape:
-            raise InvalidConfig(
-                "signatures",
-                (x8.shape[0], y8.shape[0]),
-                "lengths in bytes differ",
-                "compare signatures of one scheme (same bits)",
-            )
+        check_same(
+            "signatures",
+            x8.shape[0],
+            y8.shape[0],
+            "lengths in bytes differ",
+            "compare signatures of one scheme (same bits)",
+        )
         return int(np.bitwise_count(np.bitwise_xor(x8, y8)).sum())
     x = _words("a", a)
     y = _words("b", b)
-    if x.shape != y.shape:
-        raise InvalidConfig(
-            "signatures", (x.shape, y.shape), "shapes differ", "compare signatures of one scheme"
-        )
+    check_same("signatures", x.shape, y.shape, "shapes differ", "compare signatures of one scheme")
     z = np.bitwise_count(np.bitwise_xor(x, y)).astype(np.int64)
     if z.ndim <= 1:
         return int(z.sum())
@@ -202,13 +200,9 @@ def angular_distance(x: npt.ArrayLike, y: npt.ArrayLike) -> float:
     """
     u = normalize_vector(x)
     v = normalize_vector(y)
-    if u.shape != v.shape:
-        raise InvalidConfig(
-            "vectors",
-            (u.shape[0], v.shape[0]),
-            "dimensions differ",
-            "pass two vectors of one dimension",
-        )
+    check_same(
+        "vectors", u.shape[0], v.shape[0], "dimensions differ", "pass two vectors of one dimension"
+    )
     c = min(1.0, max(-1.0, float(np.dot(u, v))))
     return math.acos(c) / math.pi
 

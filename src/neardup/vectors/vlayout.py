@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from neardup.core._errors import InvalidConfig, NoFeasibleParameters, shown
-from neardup.core.checks import check_float, check_int
+from neardup.core.checks import check_float, check_int, check_layout_targets
 from neardup.sketch.lsh import Layout, candidate_probability
 
 __all__ = [
@@ -143,9 +143,7 @@ def vector_layout(
         )
     threshold = check_float("threshold", threshold, "pass the near-duplicate threshold")
     far = check_float("far", far, "pass the far point")
-    recall = check_float("recall", recall, "use e.g. 0.995")
-    far_budget = check_float("far_budget", far_budget, "use e.g. 10")
-    n = check_int("n", n, 1, 1 << 62, "pass the number of items, e.g. 1000000")
+    recall, far_budget, n = check_layout_targets(recall, far_budget, n)
     max_hashes = check_int("max_hashes", max_hashes, 1, 1 << 20, "use e.g. 4096")
     if width is not None:
         width = check_float("width", width, "use pick_width(radius)")
@@ -158,10 +156,6 @@ def vector_layout(
             far,
             "the far point collides as often as the threshold",
             "move far away from the threshold (cosine: lower; l1/l2: larger)",
-        )
-    if not 0.0 < recall < 1.0 or n < 1 or not far_budget > 0:
-        raise InvalidConfig(
-            "recall/n/far_budget", (recall, n, far_budget), "out of range", "e.g. 0.995, n>=1, 10"
         )
     feasible: Layout | None = None
     fallback: Layout | None = None

@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig, ZeroVector, shown
-from neardup.core.checks import check_positions
+from neardup.core.checks import check_pairs
 from neardup.graph.cluster import Cluster, Deduplicated, Edge, Match, group_clusters
 from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _hashes as KH
@@ -438,12 +438,7 @@ def vector_scores(
     if not isinstance(metric, str) or metric not in METRIC_CODES:
         raise InvalidConfig("metric", shown(metric), "unknown metric", "use cosine, l2 or l1")
     A, norms = _check_dense(vectors, metric)
-    aa = check_positions("a", a, A.shape[0])
-    bb = check_positions("b", b, A.shape[0])
-    if aa.shape != bb.shape:
-        raise InvalidConfig(
-            "a/b", (aa.shape[0], bb.shape[0]), "lengths differ", "pass one b for every a"
-        )
+    aa, bb = check_pairs(a, b, A.shape[0])
     out = np.empty(aa.shape[0], dtype=np.float64)
     z8 = np.zeros(1, dtype=np.uint64)
     V.score_pairs(

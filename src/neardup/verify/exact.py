@@ -20,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
-from neardup.core.checks import check_positions, hash_array
+from neardup.core.checks import check_pairs, hash_array
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _exact as KX
 from neardup.text.hashing import ShingleSets
@@ -87,12 +87,7 @@ def verify_pairs(sets: ShingleSets, a: npt.ArrayLike, b: npt.ArrayLike) -> PairS
             "pass hash_documents(texts, config)",
         )
     n = len(sets)
-    aa = check_positions("a", a, n)
-    bb = check_positions("b", b, n)
-    if aa.shape != bb.shape:
-        raise InvalidConfig(
-            "a/b", (aa.shape[0], bb.shape[0]), "lengths differ", "pass one b for every a"
-        )
+    aa, bb = check_pairs(a, b, n)
     inter = np.empty(aa.shape[0], dtype=np.int64)
     union = np.empty(aa.shape[0], dtype=np.int64)
     if aa.size:
