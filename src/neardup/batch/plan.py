@@ -7,9 +7,11 @@ gives depends on the script: about one per 6 bytes of English under ``word``
 shingles, but one per character — one per 3 bytes of UTF-8 — of Chinese or
 Japanese, whose characters are tokens of their own (tokenizer 2,
 :mod:`neardup.text.words`).  So the rate is measured: :func:`shingle_rate`
-shingles a small sample of the inputs (:func:`neardup.io.corpus.text_sample`: 8
-blocks of 16 KiB spread over them) with the run's own normalizer, tokenizer and
-shingle spec, and counts one hash per shingle before de-duplication.  The rate is
+counts the shingles of a small sample of the inputs
+(:func:`neardup.io.corpus.text_sample`: 8 blocks of 16 KiB spread over them) under
+the run's own normalizer, tokenizer (:func:`neardup.text.words.token_counts`, which
+needs no compiled kernel: the command line loads those while the input is read)
+and shingle spec: one hash per shingle before de-duplication.  The rate is
 never planned below :data:`MIN_WORD_RATE` (one shingle per 6 bytes, the rate
 earlier releases assumed for every input), so an English corpus plans as before
 and only denser text plans more.  ``char`` and ``byte`` shingles are planned at one
@@ -31,15 +33,14 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
-import numba
+import numpy as np
 
 from neardup.core.config import Config, scratch_bytes
 from neardup.io.corpus import input_bytes, text_sample
-from neardup.text.hashing import SchemeDescriptor, hash_texts
 from neardup.text.normalize import get_normalizer
+from neardup.text.words import token_counts
 
 __all__ = ["MIN_WORD_RATE", "in_memory_plan", "shingle_rate"]
 
@@ -58,17 +59,15 @@ def shingle_rate(inputs: Sequence[str], config: Config) -> float:
     docs, nbytes = text_sample(inputs)
     if not nbytes:
         return MIN_WORD_RATE
-    # Counts do not depend on the hash function: the unkeyed one needs no key.
-    unkeyed = dataclasses.replace(config, hash_algorithm="xxh64")
-    scheme = SchemeDescriptor.from_config(unkeyed, None)
-    # One thread: waking the pool costs more than a sample's work on a busy machine.
-    before = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        sets, _ = hash_texts(docs, get_normalizer(config.normalizer), unkeyed, None, scheme)
-    finally:
-        numba.set_num_threads(before)
-    return max(MIN_WORD_RATE, int(sets.raw_counts.sum()) / nbytes)
+    spec = config.shingle
+    normalize = get_normalizer(config.normalizer)
+    tokens = token_counts([normalize(d) for d in docs], spec.tokenizer)
+    # Shingles of a document of t tokens, as the kernel counts them (documents
+    # over max_document_bytes, which get none, are counted too).
+    per_doc = np.where(
+        tokens > 0, np.minimum(np.maximum(tokens - spec.k + 1, 1), spec.max_shingles), 0
+    )
+    return max(MIN_WORD_RATE, int(per_doc.sum()) / nbytes)
 
 
 def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
