@@ -72,7 +72,10 @@ def nfkc(text: str) -> str:
 @functools.cache
 def _compat_runs() -> re.Pattern[str]:
     """Runs of the BMP characters that NFKC changes (a code point table kept
-    between runs, :mod:`neardup.core.tablecache`)."""
+    between runs, :mod:`neardup.core.tablecache`).
+
+    :func:`nfkc` is exact whatever this matches: its final pass normalizes the
+    whole text, and the runs replaced first only decide how much work is left."""
     table = cached_table("nfkc-changed-bmp", __file__, _changed_bmp)
     cps = np.flatnonzero(table)
     breaks = np.flatnonzero(np.diff(cps) != 1)
