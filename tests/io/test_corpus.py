@@ -131,6 +131,10 @@ def test_a_small_input_is_sampled_whole(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / "n.txt").write_text("note", encoding="utf-8")
     assert C.text_sample([str(folder)]) == ([], 0)
+    broken, odd = tmp_path / "c.jsonl.gz", tmp_path / "d.xyz"
+    broken.write_bytes(b"not gzip")
+    odd.write_bytes(b"what format?")
+    assert C.text_sample([str(broken), str(odd)]) == ([], 0)  # the reader words errors
 
 
 def test_the_sample_is_bounded_spread_and_deterministic(tmp_path: Path) -> None:

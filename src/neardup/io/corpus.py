@@ -192,9 +192,9 @@ def text_sample(
     document).  A JSONL line is the string values of its record joined by newlines
     — every string field counts as text, the text field not being known here — or
     the line itself where it is not a JSON object; CSV and ``.txt`` lines are text
-    as they are.  Parquet, saved datasets and folders give nothing.  Bounded (at
-    most ``blocks * block_bytes`` bytes read) and deterministic: the same files give
-    the same sample.
+    as they are.  Parquet, saved datasets, folders and inputs that cannot be read
+    give nothing.  Bounded (at most ``blocks * block_bytes`` bytes read) and
+    deterministic: the same files give the same sample.
 
     >>> import tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
@@ -220,10 +220,14 @@ def text_sample(
     for i, path in enumerate(inputs):
         if not counts[i]:
             continue
-        kind = detect_format(path)
-        if kind not in ("jsonl", "csv", "txt") or not os.path.isfile(path):
-            continue
-        for data, whole_start, whole_end in _sample_blocks(path, counts[i], block_bytes):
+        try:
+            kind = detect_format(path)
+            if kind not in ("jsonl", "csv", "txt") or not os.path.isfile(path):
+                continue
+            got = _sample_blocks(path, counts[i], block_bytes)
+        except (OSError, InputError):
+            continue  # unreadable: the reader words the error when the run reads it
+        for data, whole_start, whole_end in got:
             lines = data.split(b"\n")
             kept = lines[(0 if whole_start else 1) : (None if whole_end else -1)] or [data]
             for line in kept:
