@@ -49,9 +49,9 @@ def _identity(text: str) -> str:
 
 
 def nfkc(text: str) -> str:
-    """Exactly ``unicodedata.normalize("NFKC", text)``, several times faster on text
-    with compatibility characters (the full-width punctuation of Chinese and
-    Japanese text, for instance).
+    """Exactly ``unicodedata.normalize("NFKC", text)``, with less work on text with
+    compatibility characters (the full-width punctuation of Chinese and Japanese
+    text, for instance).
 
     Python normalizes a string that has any such character as a whole, decomposing
     and recomposing every character.  Here each run of Basic Multilingual Plane
