@@ -1,4 +1,4 @@
-"""neardup.io.corpus: a corpus read from its inputs, and what a run plans for it.
+"""neardup.io.corpus: a corpus read from its inputs, and the sample a run plans from.
 
 The readers, columns and writers it joins have test modules of their own
 (test_jsonl, test_readers, test_columns, test_writers, ...)."""
@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from neardup import Config, InputError, ShingleSpec
-from neardup.core.config import scratch_bytes
+from neardup import InputError
 from neardup.io import corpus as C
 
 
@@ -96,7 +95,7 @@ def test_a_detected_id_field_gives_the_ids_or_falls_back(tmp_path: Path) -> None
     assert c.ids == [0, 1] and c.bad == [] and c.id_choice.fallback
 
 
-def test_the_in_memory_plan_comes_from_the_sizes_on_disk(tmp_path: Path) -> None:
+def test_planned_input_bytes_come_from_the_sizes_on_disk(tmp_path: Path) -> None:
     plain, packed = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz"
     plain.write_bytes(b"x" * 1000)
     packed.write_bytes(b"y" * 100)
@@ -105,9 +104,60 @@ def test_the_in_memory_plan_comes_from_the_sizes_on_disk(tmp_path: Path) -> None
     (folder / "n.txt").write_text("note", encoding="utf-8")
     inputs = [str(plain), str(packed), str(folder)]
     assert C.input_bytes(inputs) == 1000 + 4 * 100  # compressed: four times; folders 0
-    word = Config()
-    char = Config(shingle=ShingleSpec(kind="char", k=5))
-    assert C.in_memory_plan(inputs, word) == scratch_bytes(1400) + int(1400 * (3 + 8 / 6))
-    assert C.in_memory_plan(inputs, char) == scratch_bytes(1400) + 1400 * 11
     assert C.streamable([str(plain), str(packed)])
     assert not C.streamable(inputs) and not C.streamable([str(tmp_path / "c.csv")])
+
+
+def _lines(path: Path, texts: list[str]) -> dict[str, int]:
+    """Write ``texts`` as JSONL records (unless empty: then read them); the byte
+    length of each text's line with its newline."""
+    if texts:
+        with path.open("w", encoding="utf-8") as fh:
+            for i, t in enumerate(texts):
+                fh.write(json.dumps({"id": i, "text": t, "meta": {"lang": "x", "n": [i]}}) + "\n")
+    return {json.loads(line)["text"]: len(line) for line in path.read_bytes().splitlines(True)}
+
+
+def test_a_small_input_is_sampled_whole(tmp_path: Path) -> None:
+    src = tmp_path / "a.jsonl"
+    _lines(src, ["中文", 'é\n"q"'])  # json.dumps escapes: \u4e2d, \n, \"
+    docs, nbytes = C.text_sample([str(src)])
+    assert docs == ["中文\nx", 'é\n"q"\nx']  # every string value, unescaped
+    assert nbytes == src.stat().st_size
+    csv = tmp_path / "b.csv"
+    csv.write_text("id,text\n1,hello there\n", encoding="utf-8")
+    assert C.text_sample([str(csv)]) == (["id,text", "1,hello there"], csv.stat().st_size)
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "n.txt").write_text("note", encoding="utf-8")
+    assert C.text_sample([str(folder)]) == ([], 0)
+    broken, odd = tmp_path / "c.jsonl.gz", tmp_path / "d.xyz"
+    broken.write_bytes(b"not gzip")
+    odd.write_bytes(b"what format?")
+    assert C.text_sample([str(broken), str(odd)]) == ([], 0)  # the reader words errors
+
+
+def test_the_sample_is_bounded_spread_and_deterministic(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    _lines(a, [f"first file line {i} " + "word " * 40 for i in range(4000)])
+    _lines(b, [f"second file line {i} " + "word " * 40 for i in range(4000)])
+    inputs = [str(a), str(b)]
+    docs, nbytes = C.text_sample(inputs, blocks=4, block_bytes=4096)
+    assert nbytes <= 4 * 4096 and docs  # complete lines of 4 blocks of 4 KiB
+    size = {**_lines(a, []), **_lines(b, [])}
+    assert nbytes == sum(size[d.removesuffix("\nx")] for d in docs)  # the lines kept
+    firsts = sorted({d.split(" ")[0] for d in docs})
+    assert firsts == ["first", "second"]  # two blocks in each file
+    numbers = sorted(int(d.split(" ")[3]) for d in docs if d.startswith("first"))
+    assert numbers[0] > 0 and numbers[-1] < 3999  # from inside the file, not its ends
+    assert C.text_sample(inputs, blocks=4, block_bytes=4096) == (docs, nbytes)
+
+
+def test_a_compressed_input_is_sampled_from_its_start(tmp_path: Path) -> None:
+    src = tmp_path / "a.jsonl.gz"
+    rows = "".join(json.dumps({"text": f"line {i}"}) + "\n" for i in range(10000))
+    with gzip.open(src, "wt", encoding="utf-8") as fh:
+        fh.write(rows)
+    docs, nbytes = C.text_sample([str(src)], blocks=2, block_bytes=1000)
+    assert docs[:2] == ["line 0", "line 1"] and nbytes <= 2000
+    assert rows.encode()[:nbytes].decode().count("\n") == len(docs)

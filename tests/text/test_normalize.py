@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup import InvalidConfig, get_normalizer
-from neardup.text.normalize import NORMALIZERS, normalize_batch
+from neardup.text.normalize import NORMALIZERS, nfkc, normalize_batch
 
 
 def test_nfkc_casefold_collapses_and_folds() -> None:
@@ -100,3 +102,35 @@ def test_encoded_texts_slice_and_blank() -> None:
     assert [blanked.get(i) for i in range(4)] == [b"one two", b"", b"", b"five"]
     assert enc.blank(np.zeros(4, dtype=np.bool_)) is enc
     assert len(normalize_batch([], get_normalizer("raw"))) == 0
+
+
+# Characters around which NFKC composes, reorders or expands: full- and half-width
+# forms, half-width kana and their sound marks, combining marks of different
+# classes, conjoining Hangul jamo, ligatures, compatibility ideographs, characters
+# outside the BMP that NFKC changes (math letters, plane-2 compatibility ideographs).
+_NFKC_HARD = list(
+    "aeAΩ中カｶﾞﾟ゙゚（：，。　…ﬁ㍿①¼ｱ가ᄀ각ᅡᆨ\u0301\u0308\u0327\u0323\u0345\u093c"
+    "\u0bbe\u0b3e\u0cd5\u102e\u1b35\u2000\u00a0\u212b\u2126\uf900\U0001d400\U0002f800"
+)
+
+
+@given(
+    text=st.one_of(
+        st.text(max_size=40),
+        st.text(alphabet=st.sampled_from(_NFKC_HARD), max_size=40),
+        st.lists(st.one_of(st.sampled_from(_NFKC_HARD), st.characters()), max_size=40).map("".join),
+    )
+)
+def test_fast_nfkc_is_exactly_unicodedata_nfkc(text: str) -> None:
+    assert nfkc(text) == unicodedata.normalize("NFKC", text)
+
+
+def test_fast_nfkc_on_every_bmp_character_in_context() -> None:
+    # Each BMP character alone, after a starter it may compose with, and before a
+    # combining mark and a sound mark it may compose with.
+    bmp = [chr(c) for c in range(0x10000) if not 0xD800 <= c <= 0xDFFF]
+    for ctx in ("{}", "e{}", "{}\u0301", "ｶ{}ﾞ", "가{}ᆨ"):
+        text = "".join(ctx.format(c) for c in bmp)
+        assert nfkc(text) == unicodedata.normalize("NFKC", text), ctx
+    chinese = "中文（简体）：第１版，共３章…"
+    assert nfkc(chinese) == "中文(简体):第1版,共3章..."

@@ -12,7 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup import Config, EmptyDocument, InvalidConfig, ShingleSpec, hash_documents, shingles
-from neardup.text.words import UNSPACED_SCRIPTS, char_class, word_table, word_tokens
+from neardup.text.words import (
+    UNSPACED_SCRIPTS,
+    char_class,
+    token_counts,
+    word_table,
+    word_tokens,
+)
 
 # Characters the tokenizers treat differently, and their neighbours: letters of
 # unspaced scripts with their marks, Indic vowel signs and viramas, kana marks and
@@ -201,3 +207,10 @@ def test_the_cached_tables_are_the_built_ones() -> None:
     for version in (1, 2):
         assert np.array_equal(words.word_table(version), words._build_table(version))
     assert np.array_equal(scripts._table(), scripts._build_table())
+
+
+@pytest.mark.parametrize("tokenizer", [1, 2])
+@given(texts=st.lists(TEXTS, max_size=6))
+def test_token_counts_are_the_number_of_tokens(tokenizer: int, texts: list[str]) -> None:
+    expected = [len(word_tokens(t, tokenizer)) for t in texts]
+    assert token_counts(texts, tokenizer).tolist() == expected

@@ -30,10 +30,11 @@ import numpy.typing as npt
 
 from neardup.batch.languages import field_value, language_stats
 from neardup.batch.pipeline import DedupResult, dedup_sets, normalize_and_hash
+from neardup.batch.plan import in_memory_plan
 from neardup.core._errors import MemoryLimitExceeded, NeardupIOError
 from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config, scratch_bytes
 from neardup.io._ids import IdChoice, detect_id_field, settle_ids
-from neardup.io.corpus import BadRecord, FieldAppender, in_memory_plan, iter_jsonl
+from neardup.io.corpus import BadRecord, FieldAppender, iter_jsonl
 from neardup.sketch.minhash import MinHasher, SignatureSet
 from neardup.text.hashing import HashKey, SchemeDescriptor, ShingleSets
 

@@ -51,6 +51,7 @@ from neardup.batch.outputs import (
     writing,
 )
 from neardup.batch.pipeline import DedupIndex, DedupResult, HashFeeder, find_duplicates
+from neardup.batch.plan import in_memory_plan
 from neardup.batch.runs import DedupRun
 from neardup.core._errors import InputError, InvalidConfig, MemoryLimitExceeded, NeardupIOError
 from neardup.core._posix import peak_rss_bytes
@@ -66,7 +67,6 @@ from neardup.io.corpus import (
     Corpus,
     Prefetch,
     detect_format,
-    in_memory_plan,
     input_bytes,
     read_corpus,
     record_fields,
@@ -198,7 +198,7 @@ def run_dedup(
 
     ``options`` (:class:`~neardup.core.config.RunOptions`) say how the run works,
     never what it finds: the kernels use ``options.workers`` threads; when the
-    in-memory plan (:func:`neardup.io.corpus.in_memory_plan`) exceeds
+    in-memory plan (:func:`neardup.batch.plan.in_memory_plan`) exceeds
     ``options.memory_limit`` — or with ``options.spill`` — JSONL inputs are processed
     out of core (:mod:`neardup.batch.external`) with working files under
     ``options.work_dir`` (default: a temporary folder beside ``output``), removed at

@@ -34,11 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from neardup.batch.plan import in_memory_plan
 from neardup.core._errors import InvalidConfig, MemoryLimitExceeded
 from neardup.core.config import Config
 from neardup.core.ids import unique_ids
 from neardup.core.persist import atomic_file
-from neardup.io.corpus import Corpus, in_memory_plan, read_corpus
+from neardup.io.corpus import Corpus, read_corpus
 from neardup.sketch.minhash import MinHasher
 from neardup.text.hashing import hash_texts
 from neardup.text.normalize import get_normalizer
@@ -140,7 +141,7 @@ def export_signatures(
 
     Ids are ``id_field``'s values (each must name one record) or row numbers.  An
     existing ``output`` is refused unless ``overwrite``; a planned memory (the
-    corpus is held, :func:`neardup.io.corpus.in_memory_plan`) over ``memory_limit``
+    corpus is held, :func:`neardup.batch.plan.in_memory_plan`) over ``memory_limit``
     raises :class:`~neardup.MemoryLimitExceeded` before reading.
     """
     import pyarrow.parquet as pq

@@ -315,7 +315,8 @@ def dedup(
 def _prefetch(inputs: list[str], cfg: Config, run: RunOptions) -> Prefetch | None:
     """A :class:`~neardup.io.corpus.Prefetch` of the inputs when the run will read them
     whole into memory, else None."""
-    from neardup.io.corpus import Prefetch, in_memory_plan
+    from neardup.batch.plan import in_memory_plan
+    from neardup.io.corpus import Prefetch
 
     try:
         in_memory = not run.spill and in_memory_plan(inputs, cfg) <= run.memory_limit

@@ -25,8 +25,9 @@ The work is split by concern: :mod:`neardup.io.columns` (what a read corpus hold
 :mod:`neardup.io.records` (checking one record), :mod:`neardup.io.blocks` (reading
 files in blocks, :class:`Prefetch`), :mod:`neardup.io.jsonl` (the JSONL reader),
 :mod:`neardup.io.readers` (CSV, ``.txt``, Arrow) and :mod:`neardup.io.writers`
-(:func:`write_subset`).  This module reads a corpus (:func:`read_corpus`), plans
-its memory, and re-exports the names that callers import from here.
+(:func:`write_subset`).  This module reads a corpus (:func:`read_corpus`), samples
+its text for the memory plan (:func:`text_sample`), and re-exports the names
+callers import from here.
 """
 
 from __future__ import annotations
@@ -38,13 +39,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from neardup.core._errors import InputError
-from neardup.core.config import Config, scratch_bytes
 from neardup.io._ids import IdChoice, detect_id_field, settle_ids
 from neardup.io.blocks import Prefetch as Prefetch
 from neardup.io.columns import BadRecord, Corpus
 from neardup.io.columns import RawLines as RawLines
 from neardup.io.columns import TextColumn as TextColumn
-from neardup.io.inputs import detect_format, resolve_inputs
+from neardup.io.inputs import (
+    decompressing,
+    detect_format,
+    open_binary,
+    resolve_inputs,
+    strip_compression,
+)
 from neardup.io.jsonl import ID_INT_KIND as ID_INT_KIND
 from neardup.io.jsonl import ID_STR_KIND as ID_STR_KIND
 from neardup.io.jsonl import OnBlock as OnBlock
@@ -163,15 +169,114 @@ def input_bytes(inputs: Sequence[str]) -> int:
     return total
 
 
-def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
-    """Planned bytes of an in-memory run over ``inputs``, from their sizes on disk.
+SAMPLE_BLOCKS = 8
+"""How many blocks :func:`text_sample` reads, spread over the inputs."""
 
-    Text is held about three times (as read, as kept for output, normalized);
-    compressed inputs are assumed to expand four times.
+SAMPLE_BLOCK_BYTES = 16 << 10
+"""The size of one block :func:`text_sample` reads."""
+
+
+def text_sample(
+    inputs: Sequence[str],
+    *,
+    blocks: int = SAMPLE_BLOCKS,
+    block_bytes: int = SAMPLE_BLOCK_BYTES,
+) -> tuple[list[str], int]:
+    """Documents from a few blocks spread over ``inputs``, and the input bytes they
+    came from: what the memory plan measures shingles per input byte on.
+
+    ``blocks`` blocks of ``block_bytes`` are read at evenly spaced positions of the
+    inputs' planned bytes (:func:`input_bytes`); a compressed input gives its share
+    from the start of its decompressed stream, and small inputs are read whole.  A
+    block's complete lines are its documents (a block inside one long line is one
+    document).  A JSONL line is the string values of its record joined by newlines
+    — every string field counts as text, the text field not being known here — or
+    the line itself where it is not a JSON object; CSV and ``.txt`` lines are text
+    as they are.  Parquet, saved datasets, folders and inputs that cannot be read
+    give nothing.  Bounded (at most ``blocks * block_bytes`` bytes read) and
+    deterministic: the same files give the same sample.
+
+    >>> import tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "a.jsonl")
+    >>> with open(path, "w", encoding="utf-8") as f:
+    ...     _ = f.write('{"id": 1, "text": "中文 text"}\\n{"text": "\\\\u4e2d"}\\n')
+    >>> text_sample([path])
+    (['中文 text', '中'], 52)
     """
-    total = input_bytes(inputs)
-    per_text_byte = 3 + 8 / (6 if config.shingle.kind == "word" else 1)
-    return scratch_bytes(total) + int(total * per_text_byte)
+    sizes = [input_bytes([p]) for p in inputs]
+    total = sum(sizes)
+    if total == 0 or blocks < 1:
+        return [], 0
+    # Block j is centred on byte (j + 1/2) * total / blocks of the inputs laid end to end.
+    counts = [0] * len(inputs)
+    bounds = [0]
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
+    for j in range(blocks):
+        at = (2 * j + 1) * total // (2 * blocks)
+        counts[next(i for i in range(len(inputs)) if bounds[i + 1] > at)] += 1
+    docs: list[str] = []
+    nbytes = 0
+    for i, path in enumerate(inputs):
+        if not counts[i]:
+            continue
+        try:
+            kind = detect_format(path)
+            if kind not in ("jsonl", "csv", "txt") or not os.path.isfile(path):
+                continue
+            got = _sample_blocks(path, counts[i], block_bytes)
+        except (OSError, InputError):
+            continue  # unreadable: the reader words the error when the run reads it
+        for data, whole_start, whole_end in got:
+            lines = data.split(b"\n")
+            kept = lines[(0 if whole_start else 1) : (None if whole_end else -1)] or [data]
+            for line in kept:
+                if line.strip():
+                    nbytes += len(line) + 1
+                    docs.append(_sample_text(line, kind == "jsonl"))
+    return docs, nbytes
+
+
+def _sample_blocks(path: str, count: int, block_bytes: int) -> list[tuple[bytes, bool, bool]]:
+    """``count`` blocks of ``path`` as (bytes, starts the file, ends the file)."""
+    if strip_compression(path)[1] is not None:
+        with open_binary(path) as fh, decompressing(path):
+            data = fh.read(count * block_bytes)
+            return [(data, True, len(data) < count * block_bytes)]
+    size = os.path.getsize(path)
+    if size <= count * block_bytes:
+        with open(path, "rb") as fh:
+            return [(fh.read(), True, True)]
+    out = []
+    with open(path, "rb") as fh:
+        for j in range(count):
+            centre = (2 * j + 1) * size // (2 * count)
+            at = min(max(centre - block_bytes // 2, 0), size - block_bytes)
+            fh.seek(at)
+            out.append((fh.read(block_bytes), at == 0, at + block_bytes >= size))
+    return out
+
+
+def _sample_text(line: bytes, jsonl: bool) -> str:
+    text = line.decode("utf-8", "replace")
+    if jsonl:
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(record, dict):
+            return "\n".join(_strings(record))
+    return text
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def streamable(inputs: Sequence[str]) -> bool:

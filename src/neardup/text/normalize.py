@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ import numpy.typing as npt
 from neardup.core._errors import InvalidConfig
 from neardup.core.checks import check_text
 from neardup.core.config import NORMALIZER_VERSIONS, check_normalizer
+from neardup.core.tablecache import cached_table
 
 __all__ = [
     "NORMALIZERS",
@@ -36,6 +38,7 @@ __all__ = [
     "NormalizedText",
     "Normalizer",
     "get_normalizer",
+    "nfkc",
     "normalize_batch",
 ]
 
@@ -46,17 +49,65 @@ def _identity(text: str) -> str:
     return text
 
 
+def nfkc(text: str) -> str:
+    """Exactly ``unicodedata.normalize("NFKC", text)``, with less work on text with
+    compatibility characters (the full-width punctuation of Chinese and Japanese
+    text, for instance).
+
+    Python normalizes a string that has any such character as a whole, decomposing
+    and recomposing every character.  Here each run of Basic Multilingual Plane
+    characters that NFKC changes is replaced by its own NFKC first, and the result
+    normalized again — usually by Python's quick check alone.  The result is the
+    same: NFKC of a string depends only on the compatibility decomposition of each
+    character and the canonical order of the marks, and replacing a substring by
+    its NFKC keeps both (the tests check it on random text of every script).
+
+    >>> nfkc("中文（简体）：ｶﾞ")
+    '中文(简体):ガ'
+    """
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return text
+    return unicodedata.normalize("NFKC", _compat_runs().sub(_nfkc_match, text))
+
+
+@functools.cache
+def _compat_runs() -> re.Pattern[str]:
+    """Runs of the BMP characters that NFKC changes (a code point table kept
+    between runs, :mod:`neardup.core.tablecache`).
+
+    :func:`nfkc` is exact whatever this matches: its final pass normalizes the
+    whole text, and the runs replaced first only decide how much work is left."""
+    table = cached_table("nfkc-changed-bmp", __file__, _changed_bmp)
+    cps = np.flatnonzero(table)
+    breaks = np.flatnonzero(np.diff(cps) != 1)
+    firsts = np.concatenate([cps[:1], cps[breaks + 1]])
+    lasts = np.concatenate([cps[breaks], cps[-1:]])
+    parts = (f"\\u{int(a):04x}-\\u{int(b):04x}" for a, b in zip(firsts, lasts, strict=True))
+    # BMP only: a set of BMP ranges compiles to a bitmap (one lookup per character);
+    # the few changed characters of other planes are left to the final pass.
+    return re.compile("[" + "".join(parts) + "]+")
+
+
+def _changed_bmp() -> npt.NDArray[np.uint8]:
+    normalize = unicodedata.normalize
+    bmp = np.arange(0x10000, dtype="<u4").tobytes().decode("utf-32-le", "surrogatepass")
+    return np.array([normalize("NFKC", c) != c for c in bmp], dtype=np.uint8)
+
+
+@functools.lru_cache(maxsize=4096)
+def _nfkc_run(run: str) -> str:
+    return unicodedata.normalize("NFKC", run)
+
+
+def _nfkc_match(m: re.Match[str]) -> str:
+    return _nfkc_run(m.group())
+
+
 def _nfkc_casefold(text: str) -> str:
     # ASCII is already NFKC and its case folding is lower(): skip the Unicode pass.
     if text.isascii():
         return text.lower()
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
-def _nfkc(text: str) -> str:
-    if text.isascii():
-        return text
-    return unicodedata.normalize("NFKC", text)
+    return nfkc(text).casefold()
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +249,7 @@ def _make() -> dict[str, Normalizer]:
         "nfkc": Normalizer(
             "nfkc",
             NORMALIZER_VERSIONS["nfkc"],
-            _nfkc,
+            nfkc,
             True,
             "Unicode NFKC, whitespace collapsed, case kept",
         ),
