@@ -168,9 +168,10 @@ def _memo(
     segment_fields: tuple[str, ...],
     labels: str | None,
 ) -> dict[str, Any]:
+    from neardup.batch.plan import in_memory_plan
     from neardup.batch.tune import read_labels, tune
     from neardup.core._errors import MemoryLimitExceeded
-    from neardup.io.corpus import in_memory_plan, read_corpus, record_fields
+    from neardup.io.corpus import read_corpus, record_fields
 
     texts: Any = []
     ids: list[Any] = []
