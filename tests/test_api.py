@@ -23,6 +23,7 @@ EXPECTED = {
     "HashKey",
     "InputError",
     "InvalidConfig",
+    "InvalidType",
     "LSHIndex",
     "Layout",
     "Match",
@@ -80,7 +81,7 @@ def test_every_exception_is_in_one_tree() -> None:
         for n in neardup.__all__
         if isinstance(getattr(neardup, n), type) and issubclass(getattr(neardup, n), Exception)
     ]
-    assert len(errors) == 11
+    assert len(errors) == 12
     service_errors = [
         getattr(neardup.service, n)
         for n in neardup.service.__all__

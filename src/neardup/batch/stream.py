@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from neardup.batch.pipeline import Deduplicator, find_duplicates
-from neardup.core._errors import DocumentTooLarge, EmptyDocument, InputError, InvalidConfig, shown
+from neardup.core._errors import DocumentTooLarge, EmptyDocument, InputError, InvalidType, shown
 from neardup.core.config import Config
 from neardup.graph.cluster import Cluster
 from neardup.text.hashing import HashKey
@@ -63,7 +63,7 @@ def _text(rec: Mapping[str, Any], field: str, i: int) -> str:
 def _records(records: object) -> Iterable[Mapping[str, Any]]:
     """``records`` if it is iterable (and not one str or bytes)."""
     if isinstance(records, str | bytes) or not hasattr(records, "__iter__"):
-        raise InvalidConfig(
+        raise InvalidType(
             "records",
             shown(records),
             f"has type {type(records).__name__}, expected an iterable of records",

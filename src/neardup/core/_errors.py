@@ -16,6 +16,7 @@ __all__ = [
     "Forbidden",
     "InputError",
     "InvalidConfig",
+    "InvalidType",
     "LimitExceeded",
     "MemoryLimitExceeded",
     "NeardupError",
@@ -74,6 +75,15 @@ class InvalidConfig(NeardupError, ValueError):
         self.reason = reason
         self.fix = fix
         super().__init__(f"invalid {field}={value!r}: {reason}; fix: {fix}")
+
+
+class InvalidType(InvalidConfig, TypeError):
+    """A value of the wrong type where an entry point takes text, a batch of
+    texts or one of neardup's objects (an int or bytes where a str belongs).
+
+    An :class:`InvalidConfig` (so one ``except`` catches every bad argument) and a
+    :class:`TypeError` (as Python's own type checks would raise).
+    """
 
 
 class NoFeasibleParameters(InvalidConfig):

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import InvalidConfig, shown
+from neardup.core._errors import InvalidConfig, InvalidType, shown
 
 __all__ = [
     "check_float",
@@ -97,35 +97,35 @@ def check_same(name: str, a: object, b: object, what_is_wrong: str, fix: str) ->
 
 
 def check_type(name: str, value: object, cls: type[T], fix: str) -> T:
-    """``value`` if it is a ``cls``; :class:`InvalidConfig` naming the type it is.
+    """``value`` if it is a ``cls``; :class:`InvalidType` naming the type it is.
 
     >>> check_type("config", 0.8, dict, "pass Config(...)")
     Traceback (most recent call last):
     ...
-    neardup.core._errors.InvalidConfig: invalid config=0.8: has type float, expected dict; ...
+    neardup.core._errors.InvalidType: invalid config=0.8: has type float, expected dict; ...
     """
     if isinstance(value, cls):
         return value
     what = f"has type {type(value).__name__}, expected {cls.__name__}"
-    raise InvalidConfig(name, shown(value), what, fix)
+    raise InvalidType(name, shown(value), what, fix)
 
 
-def _not_text(name: str, value: object) -> InvalidConfig:
+def _not_text(name: str, value: object) -> InvalidType:
     if isinstance(value, bytes | bytearray | memoryview):
         fix = "decode it first, e.g. data.decode('utf-8')"
     else:
         fix = "pass the document's text as a str"
-    return InvalidConfig(name, shown(value), f"has type {type(value).__name__}, expected str", fix)
+    return InvalidType(name, shown(value), f"has type {type(value).__name__}, expected str", fix)
 
 
 def check_text(name: str, value: object) -> str:
-    """``value`` if it is a ``str`` (a document's text); :class:`InvalidConfig`
+    """``value`` if it is a ``str`` (a document's text); :class:`InvalidType`
     naming the type it is otherwise (bytes: decode them first).
 
     >>> check_text("text", b"abc")
     Traceback (most recent call last):
     ...
-    neardup.core._errors.InvalidConfig: invalid text=b'abc': has type bytes, expected str; ...
+    neardup.core._errors.InvalidType: invalid text=b'abc': has type bytes, expected str; ...
     """
     if isinstance(value, str):
         return value
@@ -134,7 +134,7 @@ def check_text(name: str, value: object) -> str:
 
 def check_texts(name: str, values: object) -> Sequence[str]:
     """``values`` if it is a sized collection of ``str`` (a list, tuple, array or
-    column of texts, not one str or bytes); :class:`InvalidConfig` otherwise, naming
+    column of texts, not one str or bytes); :class:`InvalidType` otherwise, naming
     the first document that is not a str by its position.
 
     One pass over the element types (no per-document Python code unless one is
@@ -143,14 +143,14 @@ def check_texts(name: str, values: object) -> Sequence[str]:
     >>> check_texts("texts", ["a", 1])
     Traceback (most recent call last):
     ...
-    neardup.core._errors.InvalidConfig: invalid texts[1]=1: has type int, expected str; ...
+    neardup.core._errors.InvalidType: invalid texts[1]=1: has type int, expected str; ...
     """
     if (
         isinstance(values, str | bytes | bytearray | memoryview)
         or not hasattr(values, "__len__")
         or not hasattr(values, "__iter__")
     ):
-        raise InvalidConfig(
+        raise InvalidType(
             name,
             shown(values),
             f"has type {type(values).__name__}, expected a collection of str",

@@ -45,6 +45,7 @@ _CODES = {
     "SchemeMismatch": "scheme_mismatch",
     "EmptyDocument": "empty_content",
     "InvalidConfig": "invalid_parameter",
+    "InvalidType": "invalid_parameter",
     "InputError": "invalid_input",
     "CorruptFile": "corrupt",
     "NeardupIOError": "io_error",
