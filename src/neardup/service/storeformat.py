@@ -127,7 +127,17 @@ CREATE TABLE IF NOT EXISTS labels (
 );
 """
 
-SCHEMA = _TABLES.format(id="BLOB", txt="BLOB")
+# Added in format 3 without a format change: a store opened without it gets the
+# table (empty: its items carry no policy) and the table's row checksum adopted.
+# Only items upserted with an access policy have a row, bound to the item's row.
+_ACCESS = """
+CREATE TABLE IF NOT EXISTS access (
+  pos INTEGER PRIMARY KEY,
+  policy BLOB NOT NULL
+);
+"""
+
+SCHEMA = _TABLES.format(id="BLOB", txt="BLOB") + _ACCESS
 SCHEMA_V1 = _TABLES.format(id="TEXT", txt="TEXT")
 
 SUMS = "nd_rowsums"
