@@ -13,6 +13,7 @@ import pytest
 from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.service._crypto import Sealer
 from neardup.service.store import FeatureStore, store_error
+from neardup.service.storeformat import rowmix
 
 KEY = bytes(range(64))
 BANDS = 4
@@ -32,6 +33,7 @@ def _upsert(
     content_hash: int = 0,
     replaces: int | None = None,
     idem: tuple[str, str, bytes] | None = None,
+    access_policy: str | None = None,
 ) -> bool:
     feats = np.array(sorted({pos * 10 + 1, pos * 10 + 2, 2**63 + pos}), dtype=np.uint64)
     keys = np.arange(BANDS, dtype=np.uint32) + np.uint32(pos * 100)
@@ -47,6 +49,7 @@ def _upsert(
         source_time="2024-01-02T03:04:05Z",
         replaces=replaces,
         idem=idem,
+        access_policy=access_policy,
     )
 
 
@@ -260,3 +263,71 @@ def test_store_error_separates_damage_from_environment() -> None:
     assert isinstance(store_error("s.sqlite", notadb, "open"), CorruptFile)
     # No code at all: treated as damage.
     assert isinstance(store_error("s.sqlite", sqlite3.Error("?"), "open"), CorruptFile)
+
+
+def test_access_policies_are_kept_sealed_per_item_version(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    st = _open(path)
+    _upsert(st, 1, 0, "doc-a", access_policy="eu-secret-label")
+    _upsert(st, 2, 1, "doc-b")
+    _upsert(st, 3, 2, "doc-a", replaces=0, access_policy="us")
+    _upsert(st, 4, 3, "doc-c", access_policy="hr")
+    assert st.apply_tombstone(5, pos=3, epoch=5, idem=None)
+    st.apply_compact(6)
+    digest = st.digest()
+    st.checkpoint()
+    st.close()
+    assert b"eu-secret-label" not in b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    st = _open(path)
+    try:
+        assert st.digest() == digest
+        a, b = st.current("doc-a"), st.current("doc-b")
+        assert a is not None and a.access_policy == "us" and "access_policy='us'" in repr(a)
+        assert b is not None and b.access_policy is None and "access_policy" not in repr(b)
+        assert [i.access_policy for i in st.tombstoned()] == ["hr"]  # compaction keeps it
+        assert st.access_policies() == {0: "eu-secret-label", 2: "us", 3: "hr"}
+        assert st.access_policy(1) is None and st.access_policy(0) == "eu-secret-label"
+    finally:
+        st.close()
+    # A policy moved to another item's row (checksums kept right) fails authentication.
+    db = sqlite3.connect(path)
+    db.create_function("nd_rowmix", -1, rowmix, deterministic=True)
+    db.execute("UPDATE access SET pos=1 WHERE pos=0")
+    db.commit()
+    db.close()
+    st = _open(path)
+    try:
+        with pytest.raises(CorruptFile, match="authentication failed"):
+            st.current("doc-b")
+    finally:
+        st.close()
+
+
+def test_a_store_written_before_access_policies_opens_and_reads_alike(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    st = _open(path)
+    _upsert(st, 1, 0, "doc-a")
+    digest = st.digest()
+    st.close()
+    # The store as the version before access policies wrote it: no access table.
+    db = sqlite3.connect(path)
+    for op in ("ins", "del", "upd"):
+        db.execute(f"DROP TRIGGER nd_sum_access_{op}")
+    db.execute("DROP TABLE access")
+    db.execute("DELETE FROM nd_rowsums WHERE tbl='access'")
+    db.commit()
+    db.close()
+    st = _open(path)
+    try:
+        assert st.digest() == digest  # no policy: the same logical state, the same digest
+        cur = st.current("doc-a")
+        assert cur is not None and cur.access_policy is None
+        _upsert(st, 2, 1, "doc-b", access_policy="eu")
+    finally:
+        st.close()
+    again = _open(path)
+    try:
+        cur = again.current("doc-b")
+        assert cur is not None and cur.access_policy == "eu"
+    finally:
+        again.close()
