@@ -155,11 +155,12 @@ class ItemsMixin(ServiceState):
         """Retained text of an item: reviewer role only, only items whose access
         policy the key is allowed, and every attempt is audited (outcome, the item's
         access policy, the stated ``purpose``)."""
-        why = {} if purpose is None else {"purpose": purpose}
+        why: dict[str, str] = {}
         t: Tenant | None = None
         try:
             if purpose is not None:
-                validate(Purpose, purpose, "purpose")
+                # Recorded only once valid (an invalid one is refused, and audited without it).
+                why["purpose"] = validate(Purpose, purpose, "purpose")
             t = self.tenant(principal, "content", tenant_id)
             out = t.content(
                 self._check_id(item_id), allowed=principal.policies, key_id=principal.key_id
