@@ -112,18 +112,10 @@ class Principal:
     key_id: str
     role: Role
     tenants: tuple[str, ...]
-    #: The access policies whose items' content this key may read (None: any).
+    #: The access policies whose items' content this key may read (None: any; the
+    #: check is :meth:`~neardup.service.tenant.Tenant.content`'s ``allowed``).
     policies: tuple[str, ...] | None = None
 
-    def may_read(self, access_policy: str | None) -> bool:
-        """Whether this key may read the content of an item with ``access_policy``.
-
-        >>> Principal("r1", "reviewer", ("t1",), ("eu",)).may_read("us")
-        False
-        >>> Principal("r1", "reviewer", ("t1",)).may_read("us")
-        True
-        """
-        return access_policy is None or self.policies is None or access_policy in self.policies
 
     def require(self, op: str, tenant: str) -> Principal:
         """Raise :class:`Forbidden` unless this caller may do ``op`` on ``tenant``."""
