@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 
 from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.service._crypto import Sealer
@@ -331,3 +334,36 @@ def test_a_store_written_before_access_policies_opens_and_reads_alike(tmp_path: 
         assert cur is not None and cur.access_policy == "eu"
     finally:
         again.close()
+
+
+_LABELS = st_.one_of(st_.none(), st_.from_regex(r"[a-z0-9][a-z0-9_.:-]{0,8}", fullmatch=True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st_.lists(st_.tuples(st_.sampled_from("abc"), _LABELS), min_size=1, max_size=8))
+def test_the_current_version_reads_its_own_policy(writes: list[tuple[str, str | None]]) -> None:
+    """Whatever the sequence of versions, an item reads back the policy of its
+    current version (None when it was stored without one), after reopening too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.sqlite"
+        st = _open(path)
+        last: dict[str, tuple[int, str | None]] = {}
+        for seq, (item, policy) in enumerate(writes, 1):
+            prev = last.get(item)
+            _upsert(
+                st,
+                seq,
+                seq - 1,
+                item,
+                replaces=None if prev is None else prev[0],
+                access_policy=policy,
+            )
+            last[item] = (seq - 1, policy)
+        st.close()
+        st = _open(path)
+        try:
+            for item, (pos, policy) in last.items():
+                cur = st.current(item)
+                assert cur is not None and cur.pos == pos and cur.access_policy == policy
+        finally:
+            st.close()
