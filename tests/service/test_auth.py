@@ -64,6 +64,35 @@ def test_authentication_failures_and_storage(tmp_path: Path) -> None:
         Keyring.load(str(tmp_path / "bad.json"))
 
 
+def test_keys_limited_to_access_policies_round_trip(tmp_path: Path) -> None:
+    ring = Keyring()
+    limited = ring.add("reviewer", ["t1"], key_id="r", policies=["eu", "hr", "eu"])
+    free = ring.add("reviewer", ["t1"], key_id="f")
+    path = tmp_path / "keys.json"
+    ring.save(str(path))
+    entries = {e["key_id"]: e for e in json.loads(path.read_text())["keys"]}
+    assert entries["r"]["policies"] == ["eu", "hr"] and "policies" not in entries["f"]
+    again = Keyring.load(str(path))
+    r = again.authenticate(f"Bearer {limited}")
+    assert r.policies == ("eu", "hr")
+    assert again.authenticate(f"Bearer {free}").policies is None
+    # Nothing allowed (no policy's items readable) is not the same as unrestricted.
+    none = ring.authenticate("Bearer " + ring.add("reviewer", ["t1"], key_id="n", policies=[]))
+    assert none.policies == ()
+    with pytest.raises(InvalidConfig, match="access_policy"):
+        ring.add("reviewer", ["t1"], key_id="x", policies=["EU!"])
+    with pytest.raises(InvalidConfig, match="list of labels"):
+        ring.add("reviewer", ["t1"], key_id="y", policies="eu")
+    # A key file written before policies existed loads: its keys are unrestricted.
+    old = {"format": "neardup-keys-v1", "keys": [{**entries["f"]}]}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    assert Keyring.load(str(tmp_path / "old.json")).authenticate(f"Bearer {free}").policies is None
+    bad = {"format": "neardup-keys-v1", "keys": [{**entries["f"], "policies": "eu"}]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(CorruptFile, match="not a list of labels"):
+        Keyring.load(str(tmp_path / "bad.json"))
+
+
 def test_audit_log_is_hash_chained(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     ring = Keyring()

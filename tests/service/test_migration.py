@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from neardup.core._errors import Busy, Conflict, InvalidConfig
+from neardup.core._errors import Busy, Conflict, Forbidden, InvalidConfig
 from neardup.service._crypto import MasterSecret
 from neardup.service.migration import (
     POINTER,
@@ -223,3 +223,30 @@ def test_the_gate_makes_a_switch_wait_for_requests_in_flight() -> None:
     assert got == ["switched"] and gate.in_flight == 0
     gate.acquire(0.05)
     gate.release()
+
+
+@pytest.mark.parametrize("change", [{"num_perm": 64, "bands": 32}, {"shingle": "word:3"}])
+def test_a_shadow_keeps_the_access_policies(tmp_path: Path, change: dict[str, Any]) -> None:
+    """A shadow build (from features or from retained text) stores every copied item
+    with its access policy, deleted ones included; mirrored upserts carry theirs."""
+    _root, live, mig = _tenant(tmp_path)
+    try:
+        live.upsert(
+            item_id="eu1", content="a restricted note about the eu office", access_policy="eu"
+        )
+        live.upsert(item_id="gone", content="another restricted note to delete", access_policy="hr")
+        live.tombstone("gone")
+        mig.start(TenantConfig.from_dict({**LIVE, **change, "retain": "text"}), actor=None)
+        shadow = mig.other
+        assert shadow is not None
+        assert shadow.item("eu1")["access_policy"] == "eu"
+        assert shadow.item("gone")["live"] is False
+        assert shadow.item("gone")["access_policy"] == "hr"
+        assert "access_policy" not in shadow.item("f0")
+        with pytest.raises(Forbidden, match="access policy 'eu'"):
+            shadow.content("eu1", allowed=("us",), key_id="r1")
+        kw = {"item_id": "new", "content": _variant(FAMILIES[1], 3), "access_policy": "us"}
+        mig.mirror_upsert(kw, live.upsert(**kw))
+        assert shadow.item("new")["access_policy"] == live.item("new")["access_policy"] == "us"
+    finally:
+        _close(mig)

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import errno
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
 
 from neardup.core._errors import CorruptFile, NeardupIOError
 from neardup.service._crypto import Sealer
 from neardup.service.store import FeatureStore, store_error
+from neardup.service.storeformat import rowmix
 
 KEY = bytes(range(64))
 BANDS = 4
@@ -32,6 +36,7 @@ def _upsert(
     content_hash: int = 0,
     replaces: int | None = None,
     idem: tuple[str, str, bytes] | None = None,
+    access_policy: str | None = None,
 ) -> bool:
     feats = np.array(sorted({pos * 10 + 1, pos * 10 + 2, 2**63 + pos}), dtype=np.uint64)
     keys = np.arange(BANDS, dtype=np.uint32) + np.uint32(pos * 100)
@@ -47,6 +52,7 @@ def _upsert(
         source_time="2024-01-02T03:04:05Z",
         replaces=replaces,
         idem=idem,
+        access_policy=access_policy,
     )
 
 
@@ -260,3 +266,104 @@ def test_store_error_separates_damage_from_environment() -> None:
     assert isinstance(store_error("s.sqlite", notadb, "open"), CorruptFile)
     # No code at all: treated as damage.
     assert isinstance(store_error("s.sqlite", sqlite3.Error("?"), "open"), CorruptFile)
+
+
+def test_access_policies_are_kept_sealed_per_item_version(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    st = _open(path)
+    _upsert(st, 1, 0, "doc-a", access_policy="eu-secret-label")
+    _upsert(st, 2, 1, "doc-b")
+    _upsert(st, 3, 2, "doc-a", replaces=0, access_policy="us")
+    _upsert(st, 4, 3, "doc-c", access_policy="hr")
+    assert st.apply_tombstone(5, pos=3, epoch=5, idem=None)
+    st.apply_compact(6)
+    digest = st.digest()
+    st.checkpoint()
+    st.close()
+    assert b"eu-secret-label" not in b"".join(p.read_bytes() for p in tmp_path.iterdir())
+    st = _open(path)
+    try:
+        assert st.digest() == digest
+        a, b = st.current("doc-a"), st.current("doc-b")
+        assert a is not None and a.access_policy == "us" and "access_policy='us'" in repr(a)
+        assert b is not None and b.access_policy is None and "access_policy" not in repr(b)
+        assert [i.access_policy for i in st.tombstoned()] == ["hr"]  # compaction keeps it
+        assert st.access_policies() == {0: "eu-secret-label", 2: "us", 3: "hr"}
+        assert st.access_policy(1) is None and st.access_policy(0) == "eu-secret-label"
+    finally:
+        st.close()
+    # A policy moved to another item's row (checksums kept right) fails authentication.
+    db = sqlite3.connect(path)
+    db.create_function("nd_rowmix", -1, rowmix, deterministic=True)
+    db.execute("UPDATE access SET pos=1 WHERE pos=0")
+    db.commit()
+    db.close()
+    st = _open(path)
+    try:
+        with pytest.raises(CorruptFile, match="authentication failed"):
+            st.current("doc-b")
+    finally:
+        st.close()
+
+
+def test_a_store_written_before_access_policies_opens_and_reads_alike(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    st = _open(path)
+    _upsert(st, 1, 0, "doc-a")
+    digest = st.digest()
+    st.close()
+    # The store as the version before access policies wrote it: no access table.
+    db = sqlite3.connect(path)
+    for op in ("ins", "del", "upd"):
+        db.execute(f"DROP TRIGGER nd_sum_access_{op}")
+    db.execute("DROP TABLE access")
+    db.execute("DELETE FROM nd_rowsums WHERE tbl='access'")
+    db.commit()
+    db.close()
+    st = _open(path)
+    try:
+        assert st.digest() == digest  # no policy: the same logical state, the same digest
+        cur = st.current("doc-a")
+        assert cur is not None and cur.access_policy is None
+        _upsert(st, 2, 1, "doc-b", access_policy="eu")
+    finally:
+        st.close()
+    again = _open(path)
+    try:
+        cur = again.current("doc-b")
+        assert cur is not None and cur.access_policy == "eu"
+    finally:
+        again.close()
+
+
+_LABELS = st_.one_of(st_.none(), st_.from_regex(r"[a-z0-9][a-z0-9_.:-]{0,8}", fullmatch=True))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st_.lists(st_.tuples(st_.sampled_from("abc"), _LABELS), min_size=1, max_size=8))
+def test_the_current_version_reads_its_own_policy(writes: list[tuple[str, str | None]]) -> None:
+    """Whatever the sequence of versions, an item reads back the policy of its
+    current version (None when it was stored without one), after reopening too."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "s.sqlite"
+        st = _open(path)
+        last: dict[str, tuple[int, str | None]] = {}
+        for seq, (item, policy) in enumerate(writes, 1):
+            prev = last.get(item)
+            _upsert(
+                st,
+                seq,
+                seq - 1,
+                item,
+                replaces=None if prev is None else prev[0],
+                access_policy=policy,
+            )
+            last[item] = (seq - 1, policy)
+        st.close()
+        st = _open(path)
+        try:
+            for item, (pos, policy) in last.items():
+                cur = st.current(item)
+                assert cur is not None and cur.pos == pos and cur.access_policy == policy
+        finally:
+            st.close()

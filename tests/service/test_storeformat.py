@@ -245,7 +245,11 @@ def _sealed_cells(path: Path) -> set[bytes]:
     """Every sealed cell of a store of format 2 or 3 (the BLOB columns)."""
     out: set[bytes] = set()
     with sqlite3.connect(path) as db:
+        # A store written before a table existed lacks it (``access``, added in format 3).
+        present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         for table, cols in fmt.schema_parts(fmt.SCHEMA).columns.items():
+            if table not in present:
+                continue
             for row in db.execute(f"SELECT {', '.join(cols)} FROM {table}"):
                 out |= {bytes(v) for v in row if isinstance(v, bytes)}
     return out

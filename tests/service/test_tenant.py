@@ -13,6 +13,7 @@ from neardup.core._errors import (
     Conflict,
     CorruptFile,
     EmptyDocument,
+    Forbidden,
     InvalidConfig,
     LimitExceeded,
     NotFound,
@@ -388,3 +389,66 @@ def test_the_json_form_is_flat_and_round_trips() -> None:
         TenantConfig(scheme=dataclasses.replace(SERVICE_SCHEME, seed=1))
     with pytest.raises(InvalidConfig, match="max_candidates"):
         TenantConfig.from_dict({"max_candidates": 20_000})
+
+
+TEXT_CFG = TenantConfig.from_dict({**SEED_CFG.to_dict(), "retain": "text"})
+
+
+def test_access_policies_survive_replay_and_restore_and_gate_content(tmp_path: Path) -> None:
+    t = make(tmp_path, cfg=TEXT_CFG)
+    t.upsert(item_id="A", content="red fox runs very fast", access_policy="eu")
+    t.upsert(item_id="P", content="database backup completed nightly")
+    seq = t.seq
+    with pytest.raises(InvalidConfig, match="access_policy"):
+        t.upsert(item_id="X", content="a bad label is refused", access_policy="EU Only!")
+    assert t.seq == seq  # refused before anything was logged
+    assert t.item("A")["access_policy"] == "eu" and "access_policy" not in t.item("P")
+    assert t.content("A", allowed=("eu",))["access_policy"] == "eu"
+    assert t.content("A")["text"] == "red fox runs very fast"  # no restriction given
+    with pytest.raises(Forbidden, match="access policy 'eu'") as err:
+        t.content("A", allowed=("us",), key_id="r1")
+    assert "'r1'" in str(err.value) and "--policy eu" in err.value.fix
+    assert t.content("P", allowed=())["text"] == "database backup completed nightly"
+    # The same content under another policy is a new version, like new content.
+    assert t.upsert(item_id="A", content="red fox runs very fast", access_policy="eu")[
+        "status"
+    ] == "unchanged"
+    with pytest.raises(Conflict, match="access policy 'eu', not 'us'"):
+        t.upsert(item_id="A", content="red fox runs very fast", access_policy="us")
+    r = t.upsert(item_id="A", content="red fox runs very fast", access_policy="us", replace=True)
+    assert r["status"] == "replaced" and t.item("A")["access_policy"] == "us"
+    t.upsert(item_id="B", content="quiet owls sleep all day long", access_policy="hr")
+    t.tombstone("B")
+    digest = t.digest()
+    snap = t.snapshot()
+    t.close()
+    # The store is derived: the log alone rebuilds the policies.
+    for f in os.listdir(tmp_path / "t1"):
+        if f.startswith("features-"):
+            os.unlink(tmp_path / "t1" / f)
+    rebuilt = Tenant.open_dir(str(tmp_path / "t1"), MASTER)
+    assert rebuilt.digest() == digest
+    assert rebuilt.item("A")["access_policy"] == "us" and rebuilt.item("B")["access_policy"] == "hr"
+    with pytest.raises(Forbidden):
+        rebuilt.content("A", allowed=("eu",))
+    rebuilt.close()
+    fresh = make(tmp_path / "fresh", cfg=TEXT_CFG)
+    fresh.restore(snap)
+    assert fresh.digest() == digest and fresh.item("A")["access_policy"] == "us"
+    with pytest.raises(Forbidden):
+        fresh.content("A", allowed=("eu",))
+    fresh.close()
+
+
+def test_explanations_withhold_spans_into_restricted_candidates(tmp_path: Path) -> None:
+    t = make(tmp_path, cfg=TEXT_CFG)
+    t.upsert(item_id="open", content="red fox runs very fast")
+    t.upsert(item_id="closed", content="quiet owls sleep all day long", access_policy="hr")
+    seen = t.upsert(item_id="B", content="red fox runs very fast today")["decision"]
+    spans = seen["explanation"]["spans"]
+    assert seen["duplicate_of"] == "open" and spans["candidate"] == [[0, 22]]
+    hid = t.upsert(item_id="C", content="quiet owls sleep all day long today")["decision"]
+    spans = hid["explanation"]["spans"]
+    assert hid["duplicate_of"] == "closed" and spans["candidate"] is None
+    assert spans["candidate_offsets"].startswith("withheld")
+    assert spans["query"] is not None  # the caller's own content is still explained

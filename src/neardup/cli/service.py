@@ -220,17 +220,30 @@ def _serve_front(opts: dict[str, Any], cfg: Any, workers: int) -> None:
     required=True,
     help="Tenant the key is scoped to (operators: repeatable).",
 )
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    help="Access policy whose items' content the key may read (repeatable); without "
+    "it the key may read items of any policy.",
+)
 def apikey(**opts: Any) -> None:
     """Issue an API key offline (the server rereads keys at start); prints the token once.
 
     Example: neardup apikey --data-dir ./nd-data --role producer --tenant acme
+    (a reviewer allowed only items of access policy "eu": --role reviewer --policy eu)
     """
     from neardup.service.auth import Keyring
 
     with errors():
         cfg = _service_config(opts)
         # Locked and reread: a running server may be adding keys to the same file.
-        token = Keyring().add_saved(cfg.keys_file, opts["role"], list(opts["tenants"]))
+        token = Keyring().add_saved(
+            cfg.keys_file,
+            opts["role"],
+            list(opts["tenants"]),
+            policies=list(opts["policies"]) if opts["policies"] else None,
+        )
     click.echo(token)
 
 

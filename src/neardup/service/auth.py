@@ -11,6 +11,11 @@ Roles:
 * ``operator`` — tenants, snapshot, restore, compaction, policies; an explicit list
   of tenants (there is no wildcard: every tenant an operator may touch is named).
 
+A key may also name the **access policies** it is allowed (``policies``): items
+stored with an ``access_policy`` label outside that list cannot have their
+content read with it.  A key without the list (every key issued before it
+existed) is not restricted.
+
 Example:
     >>> ring = Keyring()
     >>> token = ring.add("producer", ["t1"], key_id="p1")
@@ -107,6 +112,10 @@ class Principal:
     key_id: str
     role: Role
     tenants: tuple[str, ...]
+    #: The access policies whose items' content this key may read (None: any; the
+    #: check is :meth:`~neardup.service.tenant.Tenant.content`'s ``allowed``).
+    policies: tuple[str, ...] | None = None
+
 
     def require(self, op: str, tenant: str) -> Principal:
         """Raise :class:`Forbidden` unless this caller may do ``op`` on ``tenant``."""
@@ -134,12 +143,15 @@ class _Entry:
     def record(self) -> dict[str, Any]:
         """The key's entry in the key file."""
         p = self.principal
-        return {
+        out: dict[str, Any] = {
             "key_id": p.key_id,
             "sha256": self.digest,
             "role": p.role,
             "tenants": list(p.tenants),
         }
+        if p.policies is not None:
+            out["policies"] = list(p.policies)
+        return out
 
 
 class Keyring:
@@ -179,7 +191,14 @@ class Keyring:
             return
         self._entries, self._sig = fresh._entries, sig
 
-    def add_saved(self, path: str, role: str, tenants: Sequence[str]) -> str:
+    def add_saved(
+        self,
+        path: str,
+        role: str,
+        tenants: Sequence[str],
+        *,
+        policies: Sequence[str] | None = None,
+    ) -> str:
         """:meth:`add` a key to the key file at ``path`` under a file lock (reread
         first, so keys other processes added meanwhile are kept); returns the token."""
         with file_lock(path + ".lock"):
@@ -188,7 +207,7 @@ class Keyring:
                 self.refresh()
             else:
                 self._entries = self._read(path)._entries
-            token = self.add(role, tenants)
+            token = self.add(role, tenants, policies=policies)
             self.save(path)
             if self._path == path:
                 self._sig = _stat_sig(path)
@@ -208,7 +227,16 @@ class Keyring:
             role = e.get("role")
             if role not in _ROLES:
                 raise CorruptFile(path, f"key {e.get('key_id')!r} has unknown role {role!r}")
-            principal = Principal(str(e["key_id"]), role, tuple(e["tenants"]))
+            pols = e.get("policies")
+            if pols is not None and not (
+                isinstance(pols, list) and all(isinstance(p, str) for p in pols)
+            ):
+                raise CorruptFile(
+                    path, f"key {e.get('key_id')!r} has policies {pols!r}, not a list of labels"
+                )
+            principal = Principal(
+                str(e["key_id"]), role, tuple(e["tenants"]), None if pols is None else tuple(pols)
+            )
             out.append(_Entry(principal, str(e["sha256"])))
         return cls(out)
 
@@ -220,8 +248,18 @@ class Keyring:
         atomic_write(path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
         os.chmod(path, 0o600)
 
-    def add(self, role: str, tenants: Sequence[str], *, key_id: str | None = None) -> str:
-        """Create a key and return its token (the only time the secret is visible)."""
+    def add(
+        self,
+        role: str,
+        tenants: Sequence[str],
+        *,
+        key_id: str | None = None,
+        policies: Sequence[str] | None = None,
+    ) -> str:
+        """Create a key and return its token (the only time the secret is visible).
+
+        ``policies``: the access policies whose items' content the key may read
+        (None: no restriction); each a label like an item's ``access_policy``."""
         if role not in _ROLES:
             raise InvalidConfig("role", role, "unknown role", "use producer, reviewer or operator")
         ts = tuple(dict.fromkeys(tenants))
@@ -239,8 +277,18 @@ class Keyring:
             raise InvalidConfig("key_id", kid, "must be lowercase letters, digits or '-'", "rename")
         if kid in self._entries:
             raise InvalidConfig("key_id", kid, "already exists", "pick another id")
+        # Imported here: the models' OpenAPI module imports this one.
+        from neardup.service.models.checks import check_access_policy
+
+        pols = None
+        if policies is not None:
+            if isinstance(policies, str):
+                raise InvalidConfig(
+                    "policies", policies, "must be a list of labels", f"send [{policies!r}]"
+                )
+            pols = tuple(dict.fromkeys(str(check_access_policy(p)) for p in policies))
         secret = secrets.token_urlsafe(32)
-        self._entries[kid] = _Entry(Principal(kid, role, ts), _digest(secret))
+        self._entries[kid] = _Entry(Principal(kid, role, ts, pols), _digest(secret))
         return f"nd_{kid}_{secret}"
 
     def revoke(self, key_id: str) -> None:

@@ -370,6 +370,7 @@ class Migration:
                     text=prep.normalized or None,
                     media_type=item.media_type,
                     source_time=item.source_time,
+                    access_policy=item.access_policy,
                 )
                 n += 1
             # Deleted items stay deleted (GET answers live: false, not 404).

@@ -1,7 +1,7 @@
 """The feature store's on-disk format: tables, row checksums, sealing, upgrades.
 
 **Format 3** (this version) seals everything a request sent: item ids, media
-types, source times, band keys, idempotency keys and responses, decision
+types, source times, access policies, band keys, idempotency keys and responses, decision
 records, links, policies, reviewer labels and failed-command reasons are
 sealed with AES-256-SIV under the tenant's store key
 (:class:`~neardup.service._crypto.Sealer`, the key derived with HKDF-SHA256).
@@ -30,6 +30,12 @@ open upgrades it); ``meta.format`` names the format:
 * **format 1** (ids, decisions and labels in clear; features and text sealed
   with the first construction): rewritten as format 3 (:func:`upgrade_v1`), then
   vacuumed so that no clear value stays in free pages.
+
+**Tables added within a format** are created when a store without them is
+opened, and their row checksum adopted: ``access`` (an item version's access
+policy, sealed to its row; only versions stored with one have a row) came after
+format 3 was first written.  A store that has such a table cannot be opened by
+a version that predates it (an unknown schema entry is refused as damage).
 
 **Row checksums** (every format): the XOR of a keyless 64-bit BLAKE2b digest of
 each row, kept in ``nd_rowsums`` by triggers (see :mod:`neardup.service.store`).
@@ -127,7 +133,17 @@ CREATE TABLE IF NOT EXISTS labels (
 );
 """
 
-SCHEMA = _TABLES.format(id="BLOB", txt="BLOB")
+# Added in format 3 without a format change: a store opened without it gets the
+# table (empty: its items carry no policy) and the table's row checksum adopted.
+# Only items upserted with an access policy have a row, bound to the item's row.
+_ACCESS = """
+CREATE TABLE IF NOT EXISTS access (
+  pos INTEGER PRIMARY KEY,
+  policy BLOB NOT NULL
+);
+"""
+
+SCHEMA = _TABLES.format(id="BLOB", txt="BLOB") + _ACCESS
 SCHEMA_V1 = _TABLES.format(id="TEXT", txt="TEXT")
 
 SUMS = "nd_rowsums"

@@ -299,7 +299,9 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
         """``POST /v1/keys``: authorized first, then the body validated, then the key."""
         self._require_role(principal, "tenant")
         validate(KeyRequest, body, "body")
-        return self.add_key(principal, body["role"], body["tenants"])
+        return self.add_key(
+            principal, body["role"], body["tenants"], policies=body.get("policies")
+        )
 
     @staticmethod
     def _require_role(principal: Principal, op: str) -> None:
@@ -309,18 +311,29 @@ class Service(GatingMixin, IntakeMixin, ItemsMixin, ReviewMixin, VersionsMixin):
                 f"use a key with a role allowed to {op!r}",
             )
 
-    def add_key(self, principal: Principal, role: str, tenants: Sequence[str]) -> str:
+    def add_key(
+        self,
+        principal: Principal,
+        role: str,
+        tenants: Sequence[str],
+        *,
+        policies: Sequence[str] | None = None,
+    ) -> str:
         self._require_role(principal, "tenant")
         ts = list(tenants) if isinstance(tenants, list | tuple) else tenants
-        validate(KeyRequest, {"role": role, "tenants": ts}, "body")
+        ps = list(policies) if isinstance(policies, list | tuple) else policies
+        validate(KeyRequest, {"role": role, "tenants": ts, "policies": ps}, "body")
         for t in tenants:
             principal.require("tenant", t)
         with self._lock:
             # Under a file lock, after rereading the file: other server processes
             # (``--workers``) and ``neardup apikey`` add keys to the same file.
-            token = self.keyring.add_saved(self.config.keys_file, role, tenants)
+            token = self.keyring.add_saved(
+                self.config.keys_file, role, tenants, policies=policies
+            )
+        extra = {} if policies is None else {"policies": list(policies)}
         self.audit.write(
-            principal, "add_key", ",".join(tenants), role=role, key_id=token.split("_")[1]
+            principal, "add_key", ",".join(tenants), role=role, key_id=token.split("_")[1], **extra
         )
         return token
 

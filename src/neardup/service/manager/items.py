@@ -12,6 +12,7 @@ from typing import Any
 from neardup.core._errors import (
     DocumentTooLarge,
     EmptyDocument,
+    Forbidden,
     LimitExceeded,
     NeardupError,
 )
@@ -19,7 +20,7 @@ from neardup.service.auth import Principal
 from neardup.service.manager._state import ServiceState
 from neardup.service.manager.gating import request_scope
 from neardup.service.models.checks import check_int, validate
-from neardup.service.models.fields import INT64_MAX, IdempotencyKey
+from neardup.service.models.fields import INT64_MAX, IdempotencyKey, Purpose
 from neardup.service.models.requests import VerifyRequest
 from neardup.service.tenant import Tenant
 
@@ -39,6 +40,7 @@ class ItemsMixin(ServiceState):
                 "content": content,
                 "media_type": body.get("media_type"),
                 "source_time": body.get("source_time"),
+                "access_policy": body.get("access_policy"),
                 "idempotency_key": body.get("idempotency_key"),
                 "replace": bool(body.get("replace", False)),
                 "body": body,
@@ -147,19 +149,36 @@ class ItemsMixin(ServiceState):
         return t.item(self._check_id(item_id))
 
     @request_scope
-    def content(self, principal: Principal, tenant_id: str, item_id: str) -> dict[str, Any]:
-        """Retained text of an item: reviewer role only, and every attempt is audited."""
+    def content(
+        self, principal: Principal, tenant_id: str, item_id: str, purpose: str | None = None
+    ) -> dict[str, Any]:
+        """Retained text of an item: reviewer role only, only items whose access
+        policy the key is allowed, and every attempt is audited (outcome, the item's
+        access policy, the stated ``purpose``)."""
+        why: dict[str, str] = {}
+        t: Tenant | None = None
         try:
+            if purpose is not None:
+                # Recorded only once valid (an invalid one is refused, and audited without it).
+                why["purpose"] = validate(Purpose, purpose, "purpose")
             t = self.tenant(principal, "content", tenant_id)
-            out = t.content(self._check_id(item_id))
+            out = t.content(
+                self._check_id(item_id), allowed=principal.policies, key_id=principal.key_id
+            )
         except NeardupError as exc:
+            # A denial by the item's access policy names the policy; other refusals
+            # (role, tenant scope, unknown item, bad request) only the error.
+            cur = t.store.current(item_id) if t is not None and isinstance(exc, Forbidden) else None
+            denied = cur is not None and cur.access_policy is not None
             self.audit.write(
                 principal,
                 "content",
                 tenant_id,
                 item_id=item_id,
-                outcome="refused",
+                outcome="denied" if denied else "refused",
                 error=type(exc).__name__,
+                **({"access_policy": cur.access_policy} if denied and cur else {}),
+                **why,
             )
             raise
         self.audit.write(
@@ -170,6 +189,8 @@ class ItemsMixin(ServiceState):
             outcome="ok",
             version=out["version"],
             chars=len(out["text"]),
+            **({"access_policy": out["access_policy"]} if "access_policy" in out else {}),
+            **why,
         )
         return out
 

@@ -33,10 +33,11 @@ from typing import Any, TypeVar
 import msgspec
 
 from neardup.core._errors import InvalidConfig
-from neardup.service.models.fields import INT64_MAX, INT64_MIN
+from neardup.service.models.fields import INT64_MAX, INT64_MIN, AccessPolicy
 
 __all__ = [
     "MAX_DEPTH",
+    "check_access_policy",
     "check_int",
     "check_json",
     "check_string",
@@ -291,3 +292,16 @@ def _describe(schema: dict[str, Any]) -> str:
     if low is not None:
         return f"{what} {'>' if opening == '(' else '>='} {low}"
     return what if high is None else f"{what} <= {high}"
+
+
+def check_access_policy(value: Any) -> str | None:
+    """``value`` if it is None or a valid access-policy label
+    (:data:`~neardup.service.models.fields.AccessPolicy`), else
+    :class:`~neardup.core._errors.InvalidConfig` naming ``access_policy``.
+
+    >>> check_access_policy("eu-only")
+    'eu-only'
+    """
+    if value is None:
+        return None
+    return str(validate(AccessPolicy, value, "access_policy"))

@@ -9,12 +9,15 @@ from typing import Annotated
 from msgspec import Meta
 
 __all__ = [
+    "ACCESS_POLICY_PATTERN",
     "INT64_MAX",
     "INT64_MIN",
     "TENANT_PATTERN",
+    "AccessPolicy",
     "EventsLimit",
     "IdempotencyKey",
     "ItemId",
+    "Purpose",
     "Rationale",
     "Seq",
     "TenantId",
@@ -44,3 +47,26 @@ Seq = Annotated[int, Meta(ge=0, le=INT64_MAX)]
 EventsLimit = Annotated[int, Meta(ge=1, le=10_000)]
 IdempotencyKey = Annotated[str, Meta(max_length=256)]
 Rationale = Annotated[str, Meta(max_length=2000)]
+
+#: An item's access policy: a short label (``restricted``, ``eu-only``); a reviewer
+#: key reads the content of such an item only if the key is allowed the label.
+ACCESS_POLICY_PATTERN = "^[a-z0-9][a-z0-9_.:-]{0,62}(?!\\n)$"
+AccessPolicy = Annotated[
+    str,
+    Meta(
+        pattern=ACCESS_POLICY_PATTERN,
+        description="access-policy label: 1-63 of a-z 0-9 _ . : - (starting with a letter "
+        "or digit); only reviewer keys allowed this label read the item's content",
+    ),
+]
+#: Why a reviewer reads an item's content (``?purpose=`` of a content read): kept in
+#: the audit log with the read.
+Purpose = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=200,
+        description="why the content is read (a ticket, a review task): written to the "
+        "audit log with the read",
+    ),
+]

@@ -13,7 +13,14 @@ import msgspec
 
 from neardup.service.auth import PERMISSIONS
 from neardup.service.models.events import EVENTS
-from neardup.service.models.fields import EventsLimit, IdempotencyKey, ItemId, Seq, TenantId
+from neardup.service.models.fields import (
+    EventsLimit,
+    IdempotencyKey,
+    ItemId,
+    Purpose,
+    Seq,
+    TenantId,
+)
 from neardup.service.models.requests import REQUESTS
 from neardup.service.models.responses import RESPONSES
 
@@ -232,13 +239,24 @@ def openapi(version: str) -> dict[str, Any]:
         },
         "/v1/tenants/{tenant}/items/{item_id}/content": {
             "parameters": [tparam, iparam],
-            "get": _op(
-                "the retained normalized text of a live item (tenants with retain=text); "
-                "every read is written to the audit log",
-                None,
-                "ContentResponse",
-                role="reviewer",
-            ),
+            "get": {
+                **_op(
+                    "the retained normalized text of a live item (tenants with retain=text); "
+                    "an item stored with an access_policy only for keys allowed that policy "
+                    "(403 otherwise); every read is written to the audit log",
+                    None,
+                    "ContentResponse",
+                    role="reviewer",
+                ),
+                "parameters": [
+                    {
+                        "name": "purpose",
+                        "in": "query",
+                        "required": False,
+                        "schema": _param(Purpose),
+                    },
+                ],
+            },
         },
         "/v1/tenants/{tenant}/items/{item_id}/decision": {
             "parameters": [tparam, iparam],

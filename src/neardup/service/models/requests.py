@@ -15,6 +15,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from neardup.service.models.fields import (
     INT64_MAX,
+    AccessPolicy,
     IdempotencyKey,
     ItemId,
     Rationale,
@@ -69,6 +70,7 @@ class UpsertRequest(_Item, kw_only=True):
     """An item to store: its candidates are scored exactly and it is decided."""
 
     item_id: ItemId
+    access_policy: AccessPolicy | UnsetType | None = UNSET
 
 
 class QueryRequest(_Item, kw_only=True):
@@ -91,6 +93,8 @@ class QueryRequest(_Item, kw_only=True):
 class DecideRequest(_Item, kw_only=True):
     """with item_id the item is stored too (and linked or quarantined by the
     decision); without it only the decision is recorded"""
+
+    access_policy: AccessPolicy | UnsetType | None = UNSET
 
 
 class VerifyRequest(_Request, kw_only=True):
@@ -183,6 +187,18 @@ class KeyRequest(_Request, kw_only=True):
             min_length=1, max_length=1000, description="exactly one for producer and reviewer keys"
         ),
     ]
+    policies: (
+        Annotated[
+            list[AccessPolicy],
+            Meta(
+                max_length=1000,
+                description="the access policies whose items' content the key may read "
+                "(absent: any)",
+            ),
+        ]
+        | UnsetType
+        | None
+    ) = UNSET
 
 
 #: Every request model, as ``/openapi.json`` names it.

@@ -258,6 +258,10 @@ class ItemResponse(Envelope, kw_only=True):
     shingles: int | UnsetType = UNSET
     media_type: str | UnsetType | None = UNSET
     source_time: str | UnsetType | None = UNSET
+    access_policy: (
+        Annotated[str, Meta(description="the access policy it was stored with (absent: none)")]
+        | UnsetType
+    ) = UNSET
 
 
 class PolicyResponse(Envelope, kw_only=True):
@@ -335,6 +339,9 @@ class ContentResponse(Envelope, kw_only=True):
     version: int
     normalizer: str
     text: Annotated[str, Meta(description="the retained normalized text")]
+    access_policy: (
+        Annotated[str, Meta(description="the item's access policy (absent: none)")] | UnsetType
+    ) = UNSET
 
 
 class KeyResponse(_Answer, kw_only=True):

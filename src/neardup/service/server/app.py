@@ -256,6 +256,17 @@ def create_app(
         )
         return JSONResponse(out)
 
+    async def content(request: Request) -> Response:
+        p = principal(request)
+        out = await run_in_threadpool(
+            service.content,
+            p,
+            request.path_params["tenant"],
+            request.path_params["item_id"],
+            request.query_params.get("purpose"),
+        )
+        return JSONResponse(out)
+
     async def get_events(request: Request) -> Response:
         p = principal(request)
         after = int_param(request, "after", 0, INT64_MAX)
@@ -294,7 +305,7 @@ def create_app(
         (f"{t}/items", "POST", "upsert", tenant_call(service.upsert, body=True, watch=True)),
         (item, "DELETE", "tombstone", tombstone),
         (item, "GET", "item", tenant_call(service.item, item=True)),
-        (f"{item}/content", "GET", "content", tenant_call(service.content, item=True)),
+        (f"{item}/content", "GET", "content", content),
         (f"{item}/decision", "GET", "item_state", tenant_call(service.item_state, item=True)),
         *[
             (f"{item}/{a}", "POST", a, tenant_call(service.resolve_item, a, item=True, body=True))

@@ -3,7 +3,8 @@
 One row per stored item version: its position in the band index, the item id,
 the exact-content hash, the sorted distinct shingle hashes, optionally the
 normalized text (only when the tenant retains text), and the band keys (so the
-in-memory index is rebuilt without re-hashing).  Every value a request sent is
+in-memory index is rebuilt without re-hashing); an item version stored with an
+access policy also has a row in ``access``.  Every value a request sent is
 sealed with the tenant's store key (AES-256-SIV); ids are sealed deterministically
 so that lookups and joins work on the sealed bytes (see :mod:`neardup.service.storeformat`,
 which also upgrades stores of formats 1 and 2).

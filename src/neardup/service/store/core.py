@@ -61,6 +61,10 @@ class FeatureStore(IntegrityMixin, ReadsMixin, WritesMixin):
             if self._is_format1(present):
                 self._upgrade(present)
                 present = self._schema_entries()
+            elif any(e[:2] == ("table", "meta") for e in present) and self.meta("format") == "2":
+                # Refused before anything is written (the schema check below would
+                # add the tables this version has and format 2 lacks).
+                self._legacy_rows(2)
             self._verify_rows(SCHEMA, self._check_schema(present))
             v = self.meta("applied_seq")
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -27,10 +27,27 @@ class StoredItem:
     tombstone_epoch: int | None
     media_type: str | None
     source_time: str | None
+    #: The access-policy label the item was stored with (None: unrestricted).
+    access_policy: str | None = None
 
     @property
     def live(self) -> bool:
         return self.tombstone_epoch is None
+
+    def __repr__(self) -> str:
+        # An item without an access policy reads as it did before policies existed.
+        names = [f.name for f in fields(self)]
+        if self.access_policy is None:
+            names.remove("access_policy")
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in names)
+        return f"StoredItem({inner})"
+
+
+# The columns :meth:`ReadsMixin._item` reads (``items`` joined with ``access``).
+_ITEM_COLS = (
+    "items.pos, item_id, version, content_hash, n_shingles, tombstone_epoch, "
+    "media_type, source_time, a.policy"
+)
 
 
 class ReadsMixin(StoreState):
@@ -41,8 +58,8 @@ class ReadsMixin(StoreState):
 
     def current(self, item_id: str) -> StoredItem | None:
         row = self._db.execute(
-            "SELECT pos, item_id, version, content_hash, n_shingles, tombstone_epoch, "
-            "media_type, source_time FROM items WHERE item_id=? ORDER BY pos DESC LIMIT 1",
+            f"SELECT {_ITEM_COLS} FROM items LEFT JOIN access a ON a.pos = items.pos "  # noqa: S608
+            "WHERE item_id=? ORDER BY items.pos DESC LIMIT 1",
             (self._id(item_id),),
         ).fetchone()
         return None if row is None else self._item(row, item_id)
@@ -58,14 +75,15 @@ class ReadsMixin(StoreState):
             None if row[5] is None else int(row[5]),
             self._seal.unbind_str("media_type", pos, row[6]),
             self._seal.unbind_str("source_time", pos, row[7]),
+            self._seal.unbind_str("access", pos, row[8]),
         )
 
     def tombstoned(self) -> list[StoredItem]:
         """Items whose current version is tombstoned, in position order."""
         rows = self._db.execute(
-            "SELECT pos, item_id, version, content_hash, n_shingles, tombstone_epoch, "
-            "media_type, source_time FROM items i WHERE tombstone_epoch IS NOT NULL "
-            "AND pos = (SELECT MAX(pos) FROM items j WHERE j.item_id = i.item_id) ORDER BY pos"
+            f"SELECT {_ITEM_COLS} FROM items LEFT JOIN access a ON a.pos = items.pos "  # noqa: S608
+            "WHERE tombstone_epoch IS NOT NULL AND items.pos = (SELECT MAX(pos) FROM items j "
+            "WHERE j.item_id = items.item_id) ORDER BY items.pos"
         ).fetchall()
         return [self._item(r) for r in rows]
 
@@ -187,9 +205,25 @@ class ReadsMixin(StoreState):
             )
         for key, body_sha, seq, resp in sorted(idem, key=lambda e: e[0].encode()):
             h.update(f"{key}\x00{body_sha}\x00{seq}\x00".encode() + resp)
+        access = self.access_policies()
+        if access:
+            # Only stores holding policies hash them: other digests stay as they were.
+            h.update(b"access" + json.dumps(sorted(access.items())).encode())
         h.update(self.decision_digest().encode())
         h.update(str(self.applied_seq).encode())
         return h.hexdigest()
+
+    def access_policy(self, pos: int) -> str | None:
+        """The access policy item row ``pos`` was stored with (None: none)."""
+        row = self._db.execute("SELECT policy FROM access WHERE pos=?", (pos,)).fetchone()
+        return None if row is None else self._seal.unbind_str("access", pos, row[0])
+
+    def access_policies(self) -> dict[int, str]:
+        """``{pos: access policy}`` of every item version stored with one."""
+        return {
+            int(pos): str(self._seal.unbind_str("access", int(pos), blob))
+            for pos, blob in self._db.execute("SELECT pos, policy FROM access ORDER BY pos")
+        }
 
     def _decision_rows(self, table: str) -> list[tuple[Any, ...]]:
         """The rows of a decision table, opened, in the order the digest uses."""

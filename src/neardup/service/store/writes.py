@@ -99,8 +99,11 @@ class WritesMixin(StoreState):
         replaces: int | None,
         idem: tuple[str, str, bytes] | None,
         event: dict[str, Any] | None = None,
+        access_policy: str | None = None,
     ) -> bool:
-        """Apply an upsert command; False (and nothing changes) if already applied."""
+        """Apply an upsert command; False (and nothing changes) if already applied.
+
+        ``access_policy`` (if any) is kept sealed to the item's row in ``access``."""
         if seq <= self.applied_seq:
             return False
         s = self._seal
@@ -134,6 +137,11 @@ class WritesMixin(StoreState):
                 "VALUES (?,?,?,?,?,?,?,?,?,?,NULL)",
                 row,
             )
+            if access_policy is not None:
+                self._db.execute(
+                    "INSERT INTO access(pos, policy) VALUES (?,?)",
+                    (pos, s.bind("access", pos, access_policy)),
+                )
             self._finish(seq, event, idem)
         return True
 

@@ -16,6 +16,7 @@ from neardup.core._fingerprint import canonical_json
 from neardup.core._trace import span
 from neardup.service.cmdlog import Command
 from neardup.service.decisions import chain_hash
+from neardup.service.models.checks import check_access_policy
 from neardup.service.online import fold_keys
 from neardup.service.store import StoredItem
 from neardup.service.tenant._state import Preverified
@@ -112,11 +113,13 @@ class IngestMixin(QueryMixin):
         text: str | None,
         media_type: str | None = None,
         source_time: str | None = None,
+        access_policy: str | None = None,
     ) -> None:
         """Store a copy of an item without deciding it (index rebuilds, migrations).
 
         Durable once :meth:`flush` returns; no decision-log event is written.
         """
+        check_access_policy(access_policy)
         with self._lock:
             cur = self.store.current(item_id)
             if cur is not None and cur.live:
@@ -136,6 +139,7 @@ class IngestMixin(QueryMixin):
                 "text_bytes": len(tb) if keep is not None else None,
                 "idem": None,
                 "response": {"status": "ingested"},
+                **({"access_policy": access_policy} if access_policy is not None else {}),
             }
             blob = (
                 np.ascontiguousarray(prep.features, dtype="<u8").tobytes()
@@ -166,6 +170,7 @@ class IngestMixin(QueryMixin):
                 text=None,
                 media_type=item.media_type,
                 source_time=item.source_time,
+                access_policy=item.access_policy,
             )
             cur = self.store.current(item.item_id)
             if cur is None:  # pragma: no cover - ingest just stored it
@@ -226,9 +231,13 @@ class IngestMixin(QueryMixin):
         max_token_bytes: int = 1024,
         actor: str | None = None,
         deadline: float | None = None,
+        access_policy: str | None = None,
     ) -> dict[str, Any]:
         """Store an item, decide it under the current policy (recorded in the decision
         log: linked, quarantined or kept) and return its exactly scored candidates.
+
+        ``access_policy`` (a label, see :func:`check_access_policy`) is stored with
+        this version: :meth:`content` then answers only callers allowed it.
 
         Candidates are scored before the write lock is taken (:meth:`preverify`);
         the decision is the one a search under the lock gives.  ``deadline`` (a
@@ -239,6 +248,7 @@ class IngestMixin(QueryMixin):
         deadline = self._deadline(deadline)
         if not isinstance(item_id, str) or not 0 < len(item_id) <= 256:
             raise InvalidConfig("item_id", item_id, "must be a 1-256 character string", "send one")
+        check_access_policy(access_policy)
         body = body if body is not None else {"item_id": item_id, "content": content}
         prep = self.prepare(content, max_token_bytes=max_token_bytes)
         self._require_features("stored")
@@ -246,7 +256,13 @@ class IngestMixin(QueryMixin):
         pre = self.preverify(prep, item_id)
         self._check_deadline(deadline, "while scoring its candidates")
         args = (item_id, prep, body, idempotency_key, replace, media_type, source_time)
-        kw: dict[str, Any] = {"content": content, "actor": actor, "pre": pre, "deadline": deadline}
+        kw: dict[str, Any] = {
+            "content": content,
+            "actor": actor,
+            "pre": pre,
+            "deadline": deadline,
+            "access_policy": access_policy,
+        }
         if self._batch_writes:
             if self._writer is None:
                 with self._lock:
@@ -300,6 +316,7 @@ class IngestMixin(QueryMixin):
         actor: str | None,
         pre: Preverified | None = None,
         deadline: float | None = None,
+        access_policy: str | None = None,
     ) -> dict[str, Any]:
         stored = self._idempotent(
             idempotency_key, body, deadline, "waiting for the tenant's writer"
@@ -310,7 +327,12 @@ class IngestMixin(QueryMixin):
         replaces = None
         if cur is not None and cur.live:
             same = self.store.features([cur.pos]).get(cur.pos)
-            if same is not None and np.array_equal(same[1], prep.features):
+            # A new access policy for the same content is a new version (replace=true).
+            if (
+                same is not None
+                and np.array_equal(same[1], prep.features)
+                and cur.access_policy == access_policy
+            ):
                 link = self.store.link(item_id)
                 pol = self.policy
                 return {
@@ -331,8 +353,13 @@ class IngestMixin(QueryMixin):
                     },
                 }
             if not replace:
+                other = (
+                    "other content"
+                    if same is None or not np.array_equal(same[1], prep.features)
+                    else f"access policy {cur.access_policy!r}, not {access_policy!r}"
+                )
                 raise Conflict(
-                    f"item {item_id!r} is stored (version {cur.version}) with other content",
+                    f"item {item_id!r} is stored (version {cur.version}) with {other}",
                     "send replace=true to store a new version, or use a new item id",
                 )
             replaces = cur.pos
@@ -404,6 +431,8 @@ class IngestMixin(QueryMixin):
             "idem": [idempotency_key, self.body_sha(body)] if idempotency_key else None,
             "response": response if idempotency_key else None,
             "event": event,
+            # Only when set: headers (and digests) of items without one are unchanged.
+            **({"access_policy": access_policy} if access_policy is not None else {}),
         }
         cmd = Command(seq, header, feats + keys + tb)
         self._commit(cmd)

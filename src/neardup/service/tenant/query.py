@@ -6,12 +6,20 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core._errors import Conflict, DeadlineExceeded, Degraded, NeardupError, NotFound
+from neardup.core._errors import (
+    Conflict,
+    DeadlineExceeded,
+    Degraded,
+    Forbidden,
+    NeardupError,
+    NotFound,
+)
 from neardup.core._trace import span
 from neardup.core.config import Config, ShingleSpec
 from neardup.service.decisions import band_estimate, colliding_bands, outcome
@@ -291,7 +299,14 @@ class QueryMixin(TenantState):
         )
         feats = self.store.features([best.pos]).get(best.pos)
         other = feats[1] if feats is not None else np.zeros(0, dtype=np.uint64)
-        cand_text = self.store.text(best.pos) if self.config.retain == "text" else None
+        # Offsets into an access-restricted candidate's text would describe text its
+        # policy may hide from the caller: they are withheld.
+        restricted = self.store.access_policy(best.pos) is not None
+        cand_text = (
+            self.store.text(best.pos)
+            if self.config.retain == "text" and not restricted
+            else None
+        )
         limit = self.explain_max_chars
         # Spans cost Python work per shingle; past the limit the counts above still
         # explain the decision, and the request does not hold the tenant for seconds.
@@ -324,6 +339,8 @@ class QueryMixin(TenantState):
                 "candidate_offsets": (
                     "characters of the candidate's retained normalized text"
                     if cand_spans is not None
+                    else "withheld: the candidate was stored with an access policy"
+                    if restricted
                     else "not available: the tenant retains hashed shingles only"
                     if cand_text is None
                     else f"not computed: the retained text has {len(cand_text)} characters, "
@@ -464,14 +481,21 @@ class QueryMixin(TenantState):
             "shingles": cur.n_shingles,
             "media_type": cur.media_type,
             "source_time": cur.source_time,
+            **({"access_policy": cur.access_policy} if cur.access_policy is not None else {}),
         }
 
-    def content(self, item_id: str) -> dict[str, Any]:
+    def content(
+        self, item_id: str, *, allowed: Collection[str] | None = None, key_id: str = ""
+    ) -> dict[str, Any]:
         """The retained normalized text of live ``item_id`` (tenants with ``retain="text"``).
 
-        Raises :class:`NotFound` for an unknown or tombstoned item and
+        Raises :class:`NotFound` for an unknown or tombstoned item,
         :class:`Conflict` when the tenant keeps hashed shingles only (there is no
-        text to return, by the tenant's own choice).
+        text to return, by the tenant's own choice), and :class:`Forbidden` when
+        the item was stored with an access policy that is not in ``allowed`` (the
+        policies of the caller ``key_id``; None: the caller is not restricted),
+        before its text is read.  The answer names the item's ``access_policy``
+        when it has one.
         """
         if self.config.retain != "text":
             raise Conflict(
@@ -482,6 +506,14 @@ class QueryMixin(TenantState):
         cur = self.store.current(item_id)
         if cur is None or not cur.live:
             raise NotFound(f"item {item_id!r} is not stored (or is tombstoned)", "check the id")
+        policy = cur.access_policy
+        if policy is not None and allowed is not None and policy not in allowed:
+            raise Forbidden(
+                f"item {item_id!r} has access policy {policy!r}, and key {key_id!r} is "
+                f"not allowed it (it is allowed {sorted(allowed)})",
+                f"read it with a reviewer key allowed policy {policy!r} "
+                f"(neardup apikey ... --policy {policy})",
+            )
         text = self.store.text(cur.pos)
         if text is None:
             raise NotFound(f"item {item_id!r} has no retained text", "check the id")
@@ -491,4 +523,5 @@ class QueryMixin(TenantState):
             "version": cur.version,
             "normalizer": self.dedup.normalizer,
             "text": text,
+            **({"access_policy": policy} if policy is not None else {}),
         }

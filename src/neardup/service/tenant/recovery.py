@@ -397,6 +397,7 @@ class RecoveryMixin(TenantState):
                 replaces=h.get("replaces"),
                 idem=idem,
                 event=h.get("event"),
+                access_policy=h.get("access_policy"),
             )
             if h.get("event") is not None:
                 self._applied_event(h["event"])
