@@ -26,14 +26,6 @@ ITEMS = synthetic_documents(12, seed=31, words=40)
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Any:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def _shards(folder: Path) -> tuple[list[str], Path]:
     """Four training inputs (plain, gzip, Parquet, one without contamination) in
     which every seventh record holds an evaluation item, and the evaluation set."""

@@ -91,14 +91,6 @@ def _assert_same(local: Path, ray_out: Path, fmt: str = "jsonl") -> dict[str, An
     return stats_r
 
 
-@pytest.fixture(scope="module")
-def ray_session() -> Any:
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 @pytest.mark.slow
 @pytest.mark.ray
 def test_ray_equals_local_with_planted_duplicates(tmp_path: Path, ray_session: Any) -> None:
