@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from neardup import Config, RunOptions, ShingleSpec, run_dedup
 from neardup.batch.plan import MIN_WORD_RATE, in_memory_plan, shingle_rate
@@ -100,3 +103,27 @@ def test_a_chinese_corpus_over_the_limit_spills_where_the_old_plan_did_not(
     in_memory = run_dedup([str(src)], str(tmp_path / "out2"), options=RunOptions(memory_limit=new))
     assert "out_of_core" not in in_memory.stats
     assert in_memory.stats["exact_duplicates"] == 20
+
+
+def test_a_second_plan_of_unchanged_files_reads_no_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neardup.batch import plan as plan_module
+
+    calls: list[list[str]] = []
+    real = plan_module.text_sample
+
+    def counting(inputs: Any, **kw: Any) -> Any:
+        calls.append(list(inputs))
+        return real(inputs, **kw)
+
+    monkeypatch.setattr(plan_module, "text_sample", counting)
+    plan_module._rate.cache_clear()
+    src = tmp_path / "zh.jsonl"
+    src.write_text('{"text": "一二三四五六七八九十"}\n' * 50, encoding="utf-8")
+    first = in_memory_plan([str(src)], Config())
+    assert in_memory_plan([str(src)], Config()) == first
+    assert len(calls) == 1
+    src.write_text('{"text": "the quick brown fox jumps"}\n' * 70, encoding="utf-8")
+    assert in_memory_plan([str(src)], Config()) != first
+    assert len(calls) == 2

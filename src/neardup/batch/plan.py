@@ -33,11 +33,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Sequence
 
 import numpy as np
 
-from neardup.core.config import Config, scratch_bytes
+from neardup.core.config import Config, ShingleSpec, scratch_bytes
 from neardup.io.corpus import input_bytes, text_sample
 from neardup.text.normalize import get_normalizer
 from neardup.text.words import token_counts
@@ -53,14 +55,32 @@ TEXT_COPIES = 3
 
 def shingle_rate(inputs: Sequence[str], config: Config) -> float:
     """Planned shingles per input byte of ``inputs`` under ``config`` (see the
-    module docstring); deterministic for the same files and config."""
+    module docstring); deterministic for the same files and config.
+
+    The command line plans a run twice (to start reading early, then in the job);
+    the sample is read and counted once for files of unchanged size and
+    modification time."""
     if config.shingle.kind != "word":
         return 1.0
-    docs, nbytes = text_sample(inputs)
+    return _rate(tuple((p, _stamp(p)) for p in inputs), config.shingle, config.normalizer)
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None  # a URL, a glob or a missing path: the reader words the error
+    return st.st_size, st.st_mtime_ns
+
+
+@functools.lru_cache(maxsize=8)
+def _rate(
+    inputs: tuple[tuple[str, tuple[int, int] | None], ...], spec: ShingleSpec, normalizer: str
+) -> float:
+    docs, nbytes = text_sample([p for p, _ in inputs])
     if not nbytes:
         return MIN_WORD_RATE
-    spec = config.shingle
-    normalize = get_normalizer(config.normalizer)
+    normalize = get_normalizer(normalizer)
     tokens = token_counts([normalize(d) for d in docs], spec.tokenizer)
     # Shingles of a document of t tokens, as the kernel counts them (documents
     # over max_document_bytes, which get none, are counted too).
