@@ -125,6 +125,8 @@ def test_counts_add_up(docs: list[tuple[int, bool]]) -> None:
     assert sum(c["documents"] for c in by.values()) == len(docs)
     assert sum(c["duplicates"] for c in by.values()) == int(removed.sum())
     assert set(by) == {SCRIPTS[s] for s, _ in docs}
+    # Counted by script id, the same as by the labels' path (no field values).
+    assert st_ == language_stats(scripts, removed, [None] * len(docs))
 
 
 def test_the_command_line_refuses_the_field_where_it_is_not_counted(tmp_path: Path) -> None:

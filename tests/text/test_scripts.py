@@ -107,6 +107,29 @@ def test_kernel_equals_the_reference(texts: list[str]) -> None:
     assert got == [script_of(t) for t in texts]
 
 
+# Mostly ASCII, as most of a Western corpus is: the kernel's pure-ASCII shortcut
+# (largest byte, then the first letter) must agree with the full count, and a
+# single non-ASCII character anywhere must take the full count.
+_ASCII_MOSTLY = st.one_of(
+    st.characters(max_codepoint=0x7F),
+    st.characters(max_codepoint=0x7F),
+    st.characters(max_codepoint=0x7F),
+    st.sampled_from(sorted(set(_FROM_SAMPLES))),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(_ASCII_MOSTLY, max_size=60), max_size=8))
+def test_kernel_equals_the_reference_on_mostly_ascii_text(texts: list[str]) -> None:
+    got = script_names(detect_scripts(batch(texts)))
+    assert got == [script_of(t) for t in texts]
+
+
+def test_pure_ascii_documents_without_letters_have_no_script() -> None:
+    texts = ["", "123 456 -- !!", "...a", "9" * 1000 + "Z", "\x7f\x00"]
+    assert script_names(detect_scripts(batch(texts))) == ["none", "none", "Latin", "Latin", "none"]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.sampled_from(["Latin", "Han", "Thai", "none"]), min_size=1), st.data())
 def test_label_counts_add_up(labels: list[str], data: st.DataObject) -> None:
