@@ -9,7 +9,7 @@ from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import U64
 
 
-@kernel(inline="always")
+@kernel
 def _bucket_starts(keys):
     """Start offset of each top-bits bucket (about one key per bucket) and the shift."""
     m = keys.shape[0]
@@ -122,7 +122,7 @@ def _grow_columns(cols, need):
     return out
 
 
-@kernel(inline="always")
+@kernel
 def append_column(cols, n, values):
     """``cols`` (rows: fields, columns: records) with the record ``values`` (a tuple
     of one type, a value per row) written in column ``n``; grown to twice its

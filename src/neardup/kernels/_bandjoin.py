@@ -5,10 +5,11 @@ order of a spanning forest."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from numba import get_num_threads, prange, types
+from numba import get_num_threads, types
 from numba.typed import Dict
 
 from neardup.kernels import _unionfind as UF
@@ -17,7 +18,7 @@ from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import U64
 
 
-@kernel(inline="always")
+@kernel
 def _row_matches(sig, a, b):
     """Signature rows on which documents ``a`` and ``b`` agree."""
     matches = 0
@@ -36,7 +37,7 @@ MODE_ALL_EDGES = 1
 MODE_FOREST = 2
 
 
-@kernel(inline="always")
+@kernel
 def pair_window(jj, start, max_cand):
     """The bucket slots ``[lo, jj)`` that slot ``jj`` of a bucket starting at ``start``
     is paired with (its ``max_cand`` nearest predecessors), and how many slots that
@@ -47,7 +48,7 @@ def pair_window(jj, start, max_cand):
     return lo, lo - start
 
 
-@kernel(inline="always")
+@kernel
 def ordered(i, j):
     """The pair ``(i, j)`` smaller first."""
     if i < j:
@@ -78,7 +79,7 @@ _RUN_TOP_BITS = 10
 in L1, then a second level sized to about one key per bucket within each."""
 
 
-@kernel(inline="always")
+@kernel
 def _sort_keyed(ks, ix, s, e):
     """Stable sort of ``ks[s:e]`` carrying ``ix`` along (insertion for the few keys
     a bucket usually holds; a skewed bucket falls back to a stable mergesort)."""
@@ -99,108 +100,120 @@ def _sort_keyed(ks, ix, s, e):
         ix[j + 1] = xx
 
 
-@kernel(parallel=True)
-def _band_runs(keys, active, threads):
-    """Sort each band's keys and write its buckets of two or more members back into
-    the band's column of ``keys``; returns the number of entries written per band.
+@kernel(nogil=True)
+def _band_runs(keys, idx, lane, lanes, counts):
+    """Sort the keys of bands ``lane, lane + lanes, ...`` and write each band's
+    buckets of two or more members back into its column of ``keys``; the number of
+    entries written goes to ``counts[band]``.
 
     Column ``bnd`` then holds, bucket after bucket in ascending key order, the
     members' document numbers in index order, the first of each bucket tagged with
-    ``_RUN_START``.  Each band reads only its own column before overwriting it, so
-    bands run in parallel; the serial walk (:func:`_join_runs`) then touches only
-    the buckets that can yield pairs instead of every document of every band.
+    ``_RUN_START``.  Only the documents ``idx`` (ascending) take part.  Each band
+    reads only its own column before overwriting it, so lanes run in parallel
+    (threads: :func:`band_runs`); the serial walk (:func:`_join_runs`) then touches
+    only the buckets that can yield pairs instead of every document of every band.
 
     The sort is a stable two-level bucket sort on the keys' top bits (they are
     uniform hashes): 1024 buckets first, then about one key per sub-bucket, with
-    all scratch in a few arrays per thread.  One level of ~n buckets would miss the
-    caches on every key.  Keys laid
-    out band-major (``order="F"``) are read sequentially.  ``threads`` bands are
-    sorted at once (numba's thread count, passed in: reading it in here would keep
-    the kernel out of numba's cache).
+    all scratch in a few arrays per lane.  One level of ~n buckets would miss the
+    caches on every key.  Keys laid out band-major (``order="F"``) are read
+    sequentially.
     """
-    n = keys.shape[0]
+    m = idx.shape[0]
     nb = keys.shape[1]
-    idx = np.empty(n, dtype=np.int64)
-    m = 0
-    for d in range(n):
-        if active[d]:
-            idx[m] = d
-            m += 1
-    counts = np.zeros(nb, dtype=np.int64)
     top = 1 << _RUN_TOP_BITS
     sh1 = U64(64 - _RUN_TOP_BITS)
     max_sub_bits = 20  # 8 MiB of counters at most, whatever a skewed bucket holds
-    lanes = max(1, min(nb, threads))
-    for lane in prange(lanes):
-        st1 = np.empty(top + 1, dtype=np.int64)
-        fill = np.empty(top, dtype=np.int64)
-        ks = np.empty(m, dtype=np.uint64)
-        ix = np.empty(m, dtype=np.int64)
-        ks2 = np.empty(m, dtype=np.uint64)
-        ix2 = np.empty(m, dtype=np.int64)
-        st2 = np.empty(1, dtype=np.int64)
-        fill2 = np.empty(1, dtype=np.int64)
-        for bnd in range(lane, nb, lanes):
-            st1[:] = 0
-            for i in range(m):
-                st1[np.int64(keys[idx[i], bnd] >> sh1) + 1] += 1
-            for b in range(top):
-                st1[b + 1] += st1[b]
-            fill[:] = st1[:top]
-            for i in range(m):
-                d = idx[i]
-                kv = keys[d, bnd]
-                slot = np.int64(kv >> sh1)
-                p = fill[slot]
-                ks[p] = kv
-                ix[p] = d
-                fill[slot] = p + 1
-            w = 0
-            for bk in range(top):
-                s = st1[bk]
-                e = st1[bk + 1]
-                if e - s < 2:
+    st1 = np.empty(top + 1, dtype=np.int64)
+    fill = np.empty(top, dtype=np.int64)
+    ks = np.empty(m, dtype=np.uint64)
+    ix = np.empty(m, dtype=np.int64)
+    ks2 = np.empty(m, dtype=np.uint64)
+    ix2 = np.empty(m, dtype=np.int64)
+    st2 = np.empty(1, dtype=np.int64)
+    fill2 = np.empty(1, dtype=np.int64)
+    for bnd in range(lane, nb, lanes):
+        st1[:] = 0
+        for i in range(m):
+            st1[np.int64(keys[idx[i], bnd] >> sh1) + 1] += 1
+        for b in range(top):
+            st1[b + 1] += st1[b]
+        fill[:] = st1[:top]
+        for i in range(m):
+            d = idx[i]
+            kv = keys[d, bnd]
+            slot = np.int64(kv >> sh1)
+            p = fill[slot]
+            ks[p] = kv
+            ix[p] = d
+            fill[slot] = p + 1
+        w = 0
+        for bk in range(top):
+            s = st1[bk]
+            e = st1[bk + 1]
+            if e - s < 2:
+                continue
+            b2 = 1
+            while (1 << b2) < e - s and b2 < max_sub_bits:
+                b2 += 1
+            sub = 1 << b2
+            if st2.shape[0] < sub + 1:
+                st2 = np.empty(sub + 1, dtype=np.int64)
+                fill2 = np.empty(sub, dtype=np.int64)
+            sh2 = U64(64 - _RUN_TOP_BITS - b2)
+            mask = U64(sub - 1)
+            st2[: sub + 1] = 0
+            for i in range(s, e):
+                st2[np.int64((ks[i] >> sh2) & mask) + 1] += 1
+            for b in range(sub):
+                st2[b + 1] += st2[b]
+                fill2[b] = st2[b] + s
+            for i in range(s, e):
+                slot = np.int64((ks[i] >> sh2) & mask)
+                p = fill2[slot]
+                ks2[p] = ks[i]
+                ix2[p] = ix[i]
+                fill2[slot] = p + 1
+            for b in range(sub):
+                s2 = st2[b] + s
+                e2 = st2[b + 1] + s
+                if e2 - s2 < 2:
                     continue
-                b2 = 1
-                while (1 << b2) < e - s and b2 < max_sub_bits:
-                    b2 += 1
-                sub = 1 << b2
-                if st2.shape[0] < sub + 1:
-                    st2 = np.empty(sub + 1, dtype=np.int64)
-                    fill2 = np.empty(sub, dtype=np.int64)
-                sh2 = U64(64 - _RUN_TOP_BITS - b2)
-                mask = U64(sub - 1)
-                st2[: sub + 1] = 0
-                for i in range(s, e):
-                    st2[np.int64((ks[i] >> sh2) & mask) + 1] += 1
-                for b in range(sub):
-                    st2[b + 1] += st2[b]
-                    fill2[b] = st2[b] + s
-                for i in range(s, e):
-                    slot = np.int64((ks[i] >> sh2) & mask)
-                    p = fill2[slot]
-                    ks2[p] = ks[i]
-                    ix2[p] = ix[i]
-                    fill2[slot] = p + 1
-                for b in range(sub):
-                    s2 = st2[b] + s
-                    e2 = st2[b + 1] + s
-                    if e2 - s2 < 2:
-                        continue
-                    _sort_keyed(ks2, ix2, s2, e2)
-                    t = s2
-                    while t < e2:
-                        u = t + 1
-                        while u < e2 and ks2[u] == ks2[t]:
-                            u += 1
-                        if u - t >= 2:
-                            keys[w, bnd] = U64(ix2[t]) | _RUN_START
+                _sort_keyed(ks2, ix2, s2, e2)
+                t = s2
+                while t < e2:
+                    u = t + 1
+                    while u < e2 and ks2[u] == ks2[t]:
+                        u += 1
+                    if u - t >= 2:
+                        keys[w, bnd] = U64(ix2[t]) | _RUN_START
+                        w += 1
+                        for v in range(t + 1, u):
+                            keys[w, bnd] = U64(ix2[v])
                             w += 1
-                            for v in range(t + 1, u):
-                                keys[w, bnd] = U64(ix2[v])
-                                w += 1
-                        t = u
-            counts[bnd] = w
+                    t = u
+        counts[bnd] = w
+
+
+def band_runs(keys: Any, active: Any, threads: int) -> Any:
+    """Run :func:`_band_runs` over all bands of ``keys`` for the rows where
+    ``active`` is set, on ``threads`` threads (each sorting every ``threads``-th
+    band); returns the entries written per band.
+
+    Python threads over a serial ``nogil`` kernel rather than a ``prange`` loop:
+    the same parallelism, and numba's parallel compiler took half of this
+    kernel's first-run compile time.
+    """
+    idx = np.flatnonzero(active).astype(np.int64, copy=False)
+    nb = keys.shape[1]
+    counts = np.zeros(nb, dtype=np.int64)
+    lanes = max(1, min(nb, threads))
+    if lanes == 1:
+        _band_runs(keys, idx, 0, 1, counts)
+        return counts
+    with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="neardup-bands") as pool:
+        for fut in [pool.submit(_band_runs, keys, idx, ln, lanes, counts) for ln in range(lanes)]:
+            fut.result()
     return counts
 
 
@@ -319,7 +332,7 @@ def band_join(
     # Sorting the bands is independent per band (parallel); the walk is serial
     # because union-find and the pair memo make its result order-dependent.  Split
     # this way the walk costs O(bucketed entries) instead of O(n) per band.
-    counts = _band_runs(keys, active, get_num_threads())
+    counts = band_runs(keys, active, get_num_threads())
     edges, n_cand, n_ver, overflow, skipped = _join_runs(
         keys,
         counts,

@@ -42,12 +42,12 @@ ALGO_XXH64 = 0
 ALGO_SIPHASH24 = 1
 
 
-@kernel(inline="always")
+@kernel
 def _rotl(x, r):
     return (x << U64(r)) | (x >> U64(64 - r))
 
 
-@kernel(inline="always")
+@kernel
 def _read_le(buf, p, nbytes):
     """The little-endian unsigned integer in ``buf[p:p + nbytes]`` (at most 8 bytes)."""
     v = U64(0)
@@ -56,14 +56,14 @@ def _read_le(buf, p, nbytes):
     return v
 
 
-@kernel(inline="always")
+@kernel
 def _xxround(acc, inp):
     acc = acc + inp * P2
     acc = _rotl(acc, 31)
     return acc * P1
 
 
-@kernel(inline="always")
+@kernel
 def _xxmerge(acc, val):
     val = _xxround(U64(0), val)
     acc = acc ^ val
@@ -116,7 +116,7 @@ def xxh64(buf, start, length, seed):
     return h
 
 
-@kernel(inline="always")
+@kernel
 def _sipround(v0, v1, v2, v3):
     """One SipRound of the four state words."""
     v0 += v1
@@ -168,14 +168,14 @@ def siphash24(buf, start, length, k0, k1):
     return v0 ^ v1 ^ v2 ^ v3
 
 
-@kernel(inline="always")
+@kernel
 def hash_span(buf, start, length, algo, seed, k0, k1):
     if algo == ALGO_SIPHASH24:
         return siphash24(buf, start, length, k0, k1)
     return xxh64(buf, start, length, seed)
 
 
-@kernel(inline="always")
+@kernel
 def fmix64(h):
     """MurmurHash3's 64-bit finalizer: a bijective avalanche mix."""
     h = h ^ (h >> U64(33))
@@ -186,19 +186,19 @@ def fmix64(h):
     return h
 
 
-@kernel(inline="always")
+@kernel
 def band_start(seed, bnd):
     """The first link of band ``bnd``'s key chain (``seed`` a uint64)."""
     return fmix64(seed ^ (U64(bnd + 1) * P1))
 
 
-@kernel(inline="always")
+@kernel
 def band_step(h, v):
     """Key chain ``h`` after one more uint64 value ``v``."""
     return fmix64((h ^ v) * P2 + P4)
 
 
-@kernel(inline="always")
+@kernel
 def combine_tokens(th, start, span):
     """Hash of the word n-gram whose token hashes are ``th[start:start+span]``.
 

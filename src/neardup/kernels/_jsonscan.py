@@ -38,7 +38,7 @@ ID_STR = 2
 _MAX_DEPTH = 60  # nesting below the record; deeper lines are flagged
 
 
-@kernel(inline="always")
+@kernel
 def _ws(buf, p, e):
     while p < e:
         c = buf[p]
@@ -49,7 +49,7 @@ def _ws(buf, p, e):
     return p
 
 
-@kernel(inline="always")
+@kernel
 def _hexval(c):
     if 48 <= c <= 57:
         return c - 48
@@ -67,7 +67,7 @@ _SLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 _SPACES = np.uint64(0x2020202020202020)
 
 
-@kernel(inline="always")
+@kernel
 def _load8(buf, p):
     v = np.uint64(0)
     for i in range(8):
@@ -75,7 +75,7 @@ def _load8(buf, p):
     return v
 
 
-@kernel(inline="always")
+@kernel
 def _special8(x):
     """The high bit of each byte of ``x`` that is a quote, a backslash, below 0x20
     or above 0x7F, at least for the lowest such byte (the subtractions' borrows
@@ -85,25 +85,25 @@ def _special8(x):
     return (((q - _LO) & ~q) | ((b - _LO) & ~b) | (x - _SPACES) | x) & _HI
 
 
-@kernel(inline="always")
+@kernel
 def _plain8(x):
     """No byte of ``x`` is a quote, a backslash, below 0x20 or above 0x7F."""
     return _special8(x) == np.uint64(0)
 
 
-@kernel(inline="always")
+@kernel
 def _store8(out, w, x):
     for i in range(8):
         out[w + i] = np.uint8((x >> np.uint64(8 * i)) & np.uint64(0xFF))
 
 
-@kernel(inline="always")
+@kernel
 def _no_backslash8(x):
     b = x ^ _SLASHES
     return (((b - _LO) & ~b) & _HI) == np.uint64(0)
 
 
-@kernel(inline="always")
+@kernel
 def _ascii_u_escape(buf, p, e):
     """The value of the ``\\uXXXX`` escape at ``buf[p]``, or -1 if it is malformed
     or not ASCII (non-ASCII text takes the Python path)."""
@@ -122,7 +122,7 @@ _CLOSED = -2
 """What :func:`_string_char` decodes a closing quote to."""
 
 
-@kernel(inline="always")
+@kernel
 def _string_char(buf, p, e):
     """The character of a JSON string at ``buf[p]`` (``p < e``): (its decoded byte,
     the position after it); (:data:`_CLOSED`, the position after the quote) at the
@@ -242,7 +242,7 @@ def _number_end(buf, p, e):
     return p
 
 
-@kernel(inline="always")
+@kernel
 def _literal_end(buf, p, e, word):
     n = word.shape[0]
     if p + n > e:
@@ -338,7 +338,7 @@ def _value_end(buf, p, e, lits):
             return -1
 
 
-@kernel(inline="always")
+@kernel
 def _key_is(buf, ks, ke, key):
     n = key.shape[0]
     if n == 0 or ke - ks != n:

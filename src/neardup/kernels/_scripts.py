@@ -13,7 +13,7 @@ import numpy as np
 from neardup.kernels._cache import kernel
 
 
-@kernel(inline="always")
+@kernel
 def _code_point(buf, p, e):
     """The code point whose lead byte is ``buf[p]`` (>= 0xC0), or -1 when its
     sequence would run past ``e``."""

@@ -33,7 +33,7 @@ def minhash_kperm(hashes, indptr, a, b, out):
             out[d, p] = np.uint32(row[p])
 
 
-@kernel(inline="always")
+@kernel
 def _fastrange(v32, k):
     return np.int64((v32 * U64(k)) >> U64(32))
 

@@ -56,7 +56,7 @@ def _utf8_decode(buf, p, n):
     )
 
 
-@kernel(inline="always")
+@kernel
 def _ascii_tokens(buf, s, e, word_table, starts, ends):
     """Token starts and ends of ``buf[s:e]`` into ``starts``/``ends`` (each at least
     ``e - s + 1`` long); returns the token count, or -1 if a byte is not ASCII.
@@ -85,7 +85,7 @@ def _ascii_tokens(buf, s, e, word_table, starts, ends):
     return ns
 
 
-@kernel(inline="always")
+@kernel
 def _char_class(buf, p, word_table, nw):
     """(class, UTF-8 length) of the character at ``buf[p]``: ``word_table``'s value
     for it (0 for a code point past the table)."""
@@ -97,7 +97,7 @@ def _char_class(buf, p, word_table, nw):
     return (word_table[cp] if cp < nw else 0), n
 
 
-@kernel(inline="always")
+@kernel
 def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
     """Tokens of UTF-8 text: each is hashed into ``th`` (the first ``need``) as
     soon as its end is found, while its bytes are in cache; returns the count.
@@ -131,7 +131,7 @@ def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
     return ntok
 
 
-@kernel(inline="always")
+@kernel
 def _shingle_count(units, k, max_sh):
     """(shingles, truncated, units per shingle) of ``units`` > 0 bytes, characters or
     tokens: a shorter text than ``k`` units is one shingle of all of them."""
@@ -198,7 +198,7 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     return nsh, trunc
 
 
-@kernel(inline="always")
+@kernel
 def _space_len(buf, p, e):
     """UTF-8 length of the whitespace character at ``buf[p]``, or 0 if it is none.
 
@@ -240,7 +240,7 @@ def _ascii_tables() -> tuple[np.ndarray, np.ndarray]:
 _ASCII_SPACE, _ASCII_LOWER = _ascii_tables()
 
 
-@kernel(inline="always")
+@kernel
 def _normalize_ascii_into(buf, s, e, dst, w0):
     """:func:`_normalize_into` with ``low`` and ``collapse`` for a pure-ASCII text.
 
@@ -267,7 +267,7 @@ def _normalize_ascii_into(buf, s, e, dst, w0):
     return w - w0
 
 
-@kernel(inline="always")
+@kernel
 def _normalize_into(buf, s, e, low, collapse, dst, w0):
     """Write the byte-level normalization of ``buf[s:e]`` to ``dst[w0:]``; returns
     its length (never more than ``e - s``).

@@ -90,7 +90,7 @@ def write_spans(fd, src, starts, ends, k, off, stage, fill):
     return k, off, fill, 0, True
 
 
-@kernel(inline="always")
+@kernel
 def _holds(src, a, e, pat, p0, p1):
     """Whether ``src[a:e]`` contains ``pat[p0:p1]``."""
     m = p1 - p0
