@@ -95,3 +95,19 @@ def test_check_texts_takes_collections_of_str_and_names_the_first_other() -> Non
     assert e.value.field == "texts[2]"
     with pytest.raises(InvalidConfig, match=r"decode it first"):
         check_text("text", bytearray(b"x"))
+
+
+def test_check_texts_trusts_only_a_class_that_says_it_checked() -> None:
+    from neardup import InvalidType
+    from neardup.core.checks import check_texts as check
+
+    class Checked(list):  # type: ignore[type-arg]
+        holds_checked_str = True
+
+    class Claims(list):  # type: ignore[type-arg]
+        holds_checked_str = "yes"  # not True: checked like any collection
+
+    odd = Checked([1])
+    assert check("texts", odd) is odd
+    with pytest.raises(InvalidType, match=r"texts\[0\]"):
+        check("texts", Claims([1]))

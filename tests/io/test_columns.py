@@ -272,3 +272,30 @@ def test_bad_record_is_a_frozen_value() -> None:
     assert b == BadRecord("a.jsonl", 3, "malformed JSON") and b.line == 3
     with pytest.raises(dataclasses.FrozenInstanceError):
         b.line = 4  # type: ignore[misc]
+
+
+def test_a_text_column_refuses_what_is_not_a_str() -> None:
+    from neardup import InvalidType
+
+    col = TextColumn(["a", "b"])
+    with pytest.raises(InvalidType, match=r"texts\[2\]=.*has type int, expected str"):
+        col.append(3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidType, match=r"texts\[0\]"):
+        TextColumn([b"bytes"])  # type: ignore[list-item]
+    assert list(col) == ["a", "b"]
+
+
+def test_checking_a_read_column_builds_none_of_its_strings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neardup.core.checks import check_texts
+
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"text": f"doc {i}"}) + "\n" for i in range(50)))
+    texts = C.read_corpus([str(path)]).texts
+
+    def no_iteration(self: TextColumn) -> None:
+        raise AssertionError("check_texts iterated the column (decoding every text)")
+
+    monkeypatch.setattr(TextColumn, "__iter__", no_iteration)
+    assert check_texts("texts", texts) is texts

@@ -10,11 +10,12 @@ import bisect
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, ClassVar, overload
 
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core._errors import InvalidType, shown
 from neardup.io._directio import SequentialWriter
 from neardup.io._ids import IdChoice
 from neardup.io.blocks import Block, block_view
@@ -249,6 +250,10 @@ class TextColumn(Sequence[str]):
 
     __slots__ = ("_ends", "_parts")
 
+    holds_checked_str: ClassVar[bool] = True
+    """Every text is a ``str``, checked when added, so that
+    :func:`neardup.core.checks.check_texts` need not decode them all again."""
+
     def __init__(self, texts: Iterable[str] = ()) -> None:
         self._parts: list[
             list[str] | tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], dict[int, str]]
@@ -257,6 +262,13 @@ class TextColumn(Sequence[str]):
         self.extend(texts)
 
     def append(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise InvalidType(
+                f"texts[{len(self)}]",
+                shown(text),
+                f"has type {type(text).__name__}, expected str",
+                "pass the text field's value as a str",
+            )
         if self._parts and isinstance(self._parts[-1], list):
             self._parts[-1].append(text)
             self._ends[-1] += 1

@@ -41,10 +41,11 @@ def _code_point(buf, p, e):
 
 
 @kernel(nogil=True)
-def dominant_scripts(buf, offsets, table, slots, kana, han, out):
+def dominant_scripts(buf, offsets, table, slots, kana, han, high, out):
     """``out[d]``: the slot with the most letters in document ``d`` (lowest slot on
     a tie, 0 when none).  When a document has letters of slot ``kana``, its letters
-    of slot ``han`` count for ``kana`` (Han with kana is Japanese).  The buffer is
+    of slot ``han`` count for ``kana`` (Han with kana is Japanese).  ``high[d]`` is
+    document ``d``'s largest byte (below 0x80: pure ASCII).  The buffer is
     valid UTF-8 (surrogates allowed): each lead byte starts a code point and
     continuation bytes are skipped."""
     counts = np.zeros(slots, dtype=np.int64)
@@ -58,10 +59,9 @@ def dominant_scripts(buf, offsets, table, slots, kana, han, out):
     for d in range(offsets.shape[0] - 1):
         e = offsets[d + 1]
         # A pure-ASCII document (most of an English corpus) is Latin when it has a
-        # letter at all: its largest byte (numpy's max is vector code; an OR loop
-        # was not vectorized, 4x slower) and a scan that stops at the first letter
-        # replace the per-byte table lookups.
-        if e == offsets[d] or buf[offsets[d] : e].max() < 0x80:
+        # letter at all: a scan that stops at the first letter replaces the
+        # per-byte table lookups.
+        if high[d] < 0x80:
             best = 0
             for p in range(offsets[d], e):
                 if ascii_letter[buf[p]]:

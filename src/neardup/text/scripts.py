@@ -243,9 +243,23 @@ def detect_scripts(texts: EncodedTexts) -> npt.NDArray[np.uint8]:
 
     out = np.zeros(len(texts.offsets) - 1, dtype=np.uint8)
     if len(out):
-        KS.dominant_scripts(
-            texts.buf, texts.offsets, _table(), len(SCRIPTS), _KANA, _HAN, out
-        )
+        high = _largest_bytes(texts)
+        table = _table()
+        KS.dominant_scripts(texts.buf, texts.offsets, table, len(SCRIPTS), _KANA, _HAN, high, out)
+    return out
+
+
+def _largest_bytes(texts: EncodedTexts) -> npt.NDArray[np.uint8]:
+    """Each document's largest byte (0 for an empty one): numpy's ``reduceat`` runs
+    at memory speed, where a loop in the kernel did not vectorize (and ``max`` of
+    a slice there made numba's cache loads rebuild its compiler registry)."""
+    starts = texts.offsets[:-1]
+    out = np.zeros(len(starts), dtype=np.uint8)
+    nonempty = np.diff(texts.offsets) > 0
+    if nonempty.any():
+        # Segments of the non-empty documents only: each then ends where the next
+        # non-empty one starts, which is its own end.
+        out[nonempty] = np.maximum.reduceat(texts.buf[: texts.offsets[-1]], starts[nonempty])
     return out
 
 
