@@ -224,3 +224,54 @@ def test_band_runs_match_a_brute_force_grouping(
     counts = KB.band_runs(runs, active, threads)
     for b in range(bands):
         assert runs[: counts[b], b].tolist() == _reference_runs(keys, active, b)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(0, 300),
+    bands=st.integers(1, 6),
+    per_round=st.integers(1, 3),
+    values=st.integers(1, 12),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_pair_memo_reports_each_candidate_once_across_rounds(
+    n: int, bands: int, per_round: int, values: int, seed: int
+) -> None:
+    """The pair memo (an open-addressing table the kernel grows from 16 slots)
+    keeps each pair to the first band it collides in, over any number of rounds."""
+    from neardup.kernels import _bandjoin as KB
+
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, values, (n, bands)).astype(np.uint64)
+    sig = np.zeros((n, 1), dtype=np.uint32)
+    memo = KB.PairMemo(16)
+    parent = np.arange(n, dtype=np.int64)
+    got: dict[tuple[int, int], int] = {}
+    for lo in range(0, bands, per_round):
+        hi = min(bands, lo + per_round)
+        a, b, band, *_ = KB.band_join(
+            keys[:, lo:hi].copy(order="F"),  # consumed by the join
+            lo,
+            np.ones(n, dtype=np.bool_),
+            sig,
+            np.zeros(1, dtype=np.uint64),
+            np.zeros(n + 1, dtype=np.int64),
+            1.0,
+            n + 1,
+            KB.MODE_CANDIDATES,
+            False,
+            parent,
+            memo,
+        )
+        for x, y, z in zip(a.tolist(), b.tolist(), band.tolist(), strict=True):
+            assert (x, y) not in got
+            got[(x, y)] = z
+    want: dict[tuple[int, int], int] = {}
+    for i in range(n):
+        for j in range(i + 1, n):
+            same = np.flatnonzero(keys[i] == keys[j])
+            if same.size:
+                want[(i, j)] = int(same[0])
+    assert got == want
+    assert len(memo) == len(want)
+    assert memo.table.shape[0] >= 2 * len(memo)

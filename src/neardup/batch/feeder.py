@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from numba import get_num_threads, set_num_threads
 
 from neardup.core.config import HASH_CHUNK_BYTES, Config
+from neardup.kernels.threads import get_threads, set_threads
 from neardup.text.hashing import HashKey, HashSink, SchemeDescriptor, ShingleSets, hash_kernel
 from neardup.text.normalize import EncodedTexts, get_normalizer, unicode_stage
 from neardup.text.scripts import detect_scripts
@@ -145,7 +145,7 @@ class HashFeeder:
         # chunks are independent, so this keeps every core busy without a barrier
         # per chunk (a parallel kernel per chunk waited for its slowest thread,
         # and shared its cores with the reader).
-        workers = max(1, int(get_num_threads()))
+        workers = max(1, get_threads())
         self._threads = [
             threading.Thread(target=self._run, name=f"neardup-hash-{i}", daemon=True)
             for i in range(workers)
@@ -252,7 +252,7 @@ class HashFeeder:
         self._pending_chars = 0
 
     def _run(self) -> None:
-        set_num_threads(1)  # per calling thread in numba
+        set_threads(1)  # per calling thread
         scratch: list[npt.NDArray[np.uint64]] = []
         sink = self._sink
         while (item := self._queue.get()) is not None:

@@ -90,9 +90,9 @@ def set_workers(workers: int | None) -> None:
     """Use ``workers`` threads in the compiled kernels (results do not depend on it)."""
     if workers is None:
         return
-    import numba
+    from neardup.kernels.threads import max_threads, set_threads
 
-    limit = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+    limit = max_threads()
     if not 1 <= workers <= limit:
         raise InvalidConfig(
             "workers",
@@ -100,7 +100,7 @@ def set_workers(workers: int | None) -> None:
             f"must be in [1, {limit}] on this machine",
             f"use --workers between 1 and {limit}",
         )
-    numba.set_num_threads(workers)
+    set_threads(workers)
 
 
 

@@ -45,7 +45,6 @@ from typing import Any, Generic, Literal, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
-from numba import get_num_threads, set_num_threads
 
 from neardup.batch.feeder import Hashed
 from neardup.batch.feeder import HashFeeder as HashFeeder
@@ -60,6 +59,7 @@ from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config, scratch_bytes
 from neardup.graph.cluster import KEEP_RULES, Edge, build_clusters, join_edges
 from neardup.kernels import _bandjoin as KB
 from neardup.kernels import _unionfind as UF
+from neardup.kernels.threads import get_threads, set_threads
 from neardup.sketch.minhash import MinHasher, SignatureSet
 from neardup.text.hashing import HashKey, SchemeDescriptor, ShingleSets
 from neardup.text.normalize import encode_text, get_normalizer
@@ -89,10 +89,10 @@ class _Background(Generic[_R]):
         self._value: _R | None = None
         self._error: BaseException | None = None
         self.seconds = 0.0
-        threads = int(get_num_threads())  # numba's count is per calling thread
+        threads = get_threads()  # the count is per calling thread
 
         def run() -> None:
-            set_num_threads(threads)
+            set_threads(threads)
             t0 = time.perf_counter()
             try:
                 self._value = fn(*args)

@@ -9,13 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from numba import get_num_threads, types
-from numba.typed import Dict
 
 from neardup.kernels import _unionfind as UF
 from neardup.kernels._arrays import append_column, intersect_count
 from neardup.kernels._cache import kernel
-from neardup.kernels._hashes import U64
+from neardup.kernels._hashes import U64, fmix64
+from neardup.kernels.threads import get_threads
 
 
 @kernel
@@ -56,16 +55,50 @@ def ordered(i, j):
     return j, i
 
 
+class PairMemo:
+    """The pairs :func:`band_join` has handled, shared across its calls (band
+    rounds): an open-addressing set of the keys ``a * n + b`` in a plain int64
+    array (-1: empty slot), grown to twice its size by the kernel when half full.
+
+    Plain arrays rather than a compiled dictionary: any build of the kernels
+    (numba's JIT, or the native module made ahead of time) can take and return
+    them, and nothing has to be constructed by a compiler.
+    """
+
+    __slots__ = ("size", "table")
+
+    def __init__(self, capacity: int = 1024) -> None:
+        slots = 1 << max(4, int(capacity - 1).bit_length())
+        self.table = np.full(slots, -1, dtype=np.int64)
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def new_seen() -> PairMemo:
+    """An empty pair memo for :func:`band_join`."""
+    return PairMemo()
+
+
 @kernel
-def _new_seen():
-    return Dict.empty(key_type=types.int64, value_type=types.int8)
+def _memo_slot(table, key):
+    """The slot of ``table`` that holds ``key``, or the empty slot where it goes."""
+    mask = table.shape[0] - 1
+    h = np.int64(fmix64(np.uint64(key)) & np.uint64(mask))
+    while table[h] != key and table[h] != -1:
+        h = (h + 1) & mask
+    return h
 
 
-def new_seen() -> Dict:
-    """The pair memo that :func:`band_join` shares across calls (band rounds)."""
-    # Made by a cached compiled function: ``Dict.empty`` called from Python compiles
-    # its constructor afresh in every process, a cost paid by every run.
-    return _new_seen()
+@kernel
+def _memo_grown(table):
+    """``table`` rehashed into twice as many slots."""
+    out = np.full(table.shape[0] * 2, -1, dtype=np.int64)
+    for v in table:
+        if v != -1:
+            out[_memo_slot(out, v)] = v
+    return out
 
 
 _RUN_START = np.uint64(1 << 63)
@@ -219,7 +252,19 @@ def band_runs(keys: Any, active: Any, threads: int) -> Any:
 
 @kernel
 def _join_runs(
-    runs, counts, band_lo, sig, data, indptr, threshold, max_cand, mode, use_estimate, parent, seen
+    runs,
+    counts,
+    band_lo,
+    sig,
+    data,
+    indptr,
+    threshold,
+    max_cand,
+    mode,
+    use_estimate,
+    parent,
+    table,
+    size,
 ):
     n = runs.shape[0]
     nb = runs.shape[1]
@@ -247,7 +292,8 @@ def _join_runs(
                         skipped += 1
                         continue
                     pk = np.int64(a) * np.int64(n) + np.int64(b)
-                    if pk in seen:
+                    slot = _memo_slot(table, pk)
+                    if table[slot] == pk:
                         continue
                     n_cand += 1
                     inter = -1
@@ -267,7 +313,11 @@ def _join_runs(
                         uni = (indptr[a + 1] - indptr[a]) + (indptr[b + 1] - indptr[b]) - inter
                         ok = uni > 0 and inter / uni >= threshold
                     if mode != MODE_FOREST or not ok:
-                        seen[pk] = np.int8(1)
+                        if 2 * (size + 1) > table.shape[0]:
+                            table = _memo_grown(table)
+                            slot = _memo_slot(table, pk)
+                        table[slot] = pk
+                        size += 1
                     if ok:
                         if matches < 0:
                             # Only kept pairs report an estimate: most candidates
@@ -289,7 +339,7 @@ def _join_runs(
                         )
                         ne += 1
             start = stop
-    return edges[:, :ne], n_cand, n_ver, overflow, skipped
+    return edges[:, :ne], n_cand, n_ver, overflow, skipped, table, size
 
 
 def band_join(
@@ -304,7 +354,7 @@ def band_join(
     mode: int,
     use_estimate: bool,
     parent: Any,
-    seen: Any,
+    seen: PairMemo,
 ) -> Any:
     """Walk the buckets of bands [band_lo, band_lo + keys.shape[1]) and verify pairs.
 
@@ -332,8 +382,8 @@ def band_join(
     # Sorting the bands is independent per band (parallel); the walk is serial
     # because union-find and the pair memo make its result order-dependent.  Split
     # this way the walk costs O(bucketed entries) instead of O(n) per band.
-    counts = band_runs(keys, active, get_num_threads())
-    edges, n_cand, n_ver, overflow, skipped = _join_runs(
+    counts = band_runs(keys, active, get_threads())
+    edges, n_cand, n_ver, overflow, skipped, seen.table, seen.size = _join_runs(
         keys,
         counts,
         band_lo,
@@ -345,6 +395,7 @@ def band_join(
         mode,
         use_estimate,
         parent,
-        seen,
+        seen.table,
+        seen.size,
     )
     return (*edges, n_cand, n_ver, overflow, skipped)

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from numba import get_num_threads
 
 from neardup.core._errors import DocumentTooLarge, EmptyDocument
 from neardup.core.checks import check_texts, check_type
@@ -46,6 +45,7 @@ from neardup.core.config import Config, ShingleSpec
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _hashes as KH
 from neardup.kernels import _tokens as KT
+from neardup.kernels.threads import get_threads
 from neardup.text.normalize import (
     EncodedTexts,
     Normalizer,
@@ -170,7 +170,7 @@ def _concat_parallel(arrays: Sequence[npt.NDArray[np.uint64]]) -> npt.NDArray[np
     NumPy releases the GIL while it copies, so the threads' copies (and the first
     touches of the new array's pages, the larger cost) run side by side."""
     total = sum(len(a) for a in arrays)
-    workers = min(int(get_num_threads()), len(arrays))
+    workers = min(get_threads(), len(arrays))
     if total < (1 << 20) or workers < 2:
         return np.concatenate(arrays) if arrays else np.empty(0, dtype=np.uint64)
     out = np.empty(total, dtype=arrays[0].dtype)

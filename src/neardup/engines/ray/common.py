@@ -80,9 +80,9 @@ def column(table: pa.Table, name: str) -> npt.NDArray[Any]:
 
 def one_thread() -> None:
     """Inside a Ray task: one numba thread (Ray schedules one task per CPU)."""
-    import numba
+    from neardup.kernels.threads import set_threads
 
-    numba.set_num_threads(1)
+    set_threads(1)
 
 
 def positions(job: Job, t: pa.Table) -> I64:

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from neardup.core._errors import Conflict, EmptyDocument, InvalidConfig, LimitExceeded, NotFound
 from neardup.core._fingerprint import canonical_json
 from neardup.core._trace import span
+from neardup.kernels.threads import limited_threads
 from neardup.service.cmdlog import Command
 from neardup.service.decisions import chain_hash
 from neardup.service.models.checks import check_access_policy
@@ -56,21 +57,12 @@ class IngestMixin(QueryMixin):
                 f"a token of {longest} characters exceeds max_token_bytes={max_token_bytes}",
                 "send natural text (token stuffing is refused)",
             )
-        import numba
-
         # One item: the kernels' parallel workers would only spin (2x the CPU for the
         # same wall time), so this thread uses one; the setting is per thread.
-        before = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            with span("signature", scheme=self.scheme.fingerprint):
-                sets = hash_encoded(
-                    EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme
-                )
-                sig = self.hasher.from_sets(sets)
-                keys = fold_keys(sig.band_keys()[0])
-        finally:
-            numba.set_num_threads(before)
+        with limited_threads(1), span("signature", scheme=self.scheme.fingerprint):
+            sets = hash_encoded(EncodedTexts.from_bytes([enc]), self.dedup, self.key, self.scheme)
+            sig = self.hasher.from_sets(sets)
+            keys = fold_keys(sig.band_keys()[0])
         if sets.raw_counts[0] == 0:
             raise EmptyDocument(None, "(no shingles after normalization)")
         if bool(sets.truncated[0]):
@@ -85,8 +77,6 @@ class IngestMixin(QueryMixin):
     ) -> Prepared:
         """A :class:`Prepared` from stored shingle hashes of the *same* shingle scheme
         (a layout-only migration: signatures and band keys are recomputed)."""
-        import numba
-
         feats = np.ascontiguousarray(features, dtype=np.uint64)
         sets = ShingleSets(
             feats,
@@ -97,12 +87,8 @@ class IngestMixin(QueryMixin):
             np.zeros(1, dtype=np.int64),
             self.scheme,
         )
-        before = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
+        with limited_threads(1):
             keys = fold_keys(self.hasher.from_sets(sets).band_keys()[0])
-        finally:
-            numba.set_num_threads(before)
         return Prepared(feats, int(content_hash), keys, "")
 
     def ingest(

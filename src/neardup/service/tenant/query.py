@@ -22,6 +22,7 @@ from neardup.core._errors import (
 )
 from neardup.core._trace import span
 from neardup.core.config import Config, ShingleSpec
+from neardup.kernels.threads import limited_threads
 from neardup.service.decisions import band_estimate, colliding_bands, outcome
 from neardup.service.tenant._state import Preverified, TenantState, exact_scores
 from neardup.service.tenant.config import Candidate, Prepared
@@ -240,8 +241,6 @@ class QueryMixin(TenantState):
 
     def _hash_strings(self, strings: list[str]) -> ShingleSets:
         """The keyed shingle hashes of each string (the strings are normalized shingles)."""
-        import numba
-
         raw = self.__dict__.get("_raw_cfg")
         if raw is None:
             raw = self.__dict__["_raw_cfg"] = Config(
@@ -253,12 +252,8 @@ class QueryMixin(TenantState):
                 bands=self.bands,
                 rows=self.rows,
             )
-        before = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
+        with limited_threads(1):
             return hash_documents(strings, raw, key=self.key)
-        finally:
-            numba.set_num_threads(before)
 
     def _spans(self, text: str, normalizer: str, other: npt.NDArray[np.uint64]) -> list[list[int]]:
         """Character spans of ``text`` covered by shingles whose keyed hash is in ``other``.

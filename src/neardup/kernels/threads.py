@@ -1,0 +1,90 @@
+"""How many threads the kernels' parallel loops use, set and read without loading
+numba.
+
+numba keeps one thread count per calling thread.  neardup's kernels may run from
+the native module built ahead of time (:mod:`neardup.kernels._native`, no numba
+in the process) or from numba's JIT, which is loaded only when a call needs it;
+the count a thread asked for must hold in both cases.  This module keeps it per
+thread, as numba does, and hands it to numba before each parallel JIT kernel
+runs (:func:`apply_to_numba`).
+
+Guarantees: results never depend on the count, only speed does; reading or
+setting it never imports numba; the default is numba's (``NUMBA_NUM_THREADS``,
+else the cores this process may use).
+
+>>> with limited_threads(1):
+...     get_threads()
+1
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from neardup.core._errors import InvalidConfig
+
+__all__ = ["apply_to_numba", "get_threads", "limited_threads", "max_threads", "set_threads"]
+
+_local = threading.local()
+
+
+def max_threads() -> int:
+    """The most threads a parallel kernel may use in this process (numba's
+    ``NUMBA_NUM_THREADS`` setting: the environment variable of that name, read by
+    numba at its start, else the usable cores)."""
+    numba = sys.modules.get("numba")
+    if numba is not None and hasattr(numba, "config"):
+        return int(numba.config.NUMBA_NUM_THREADS)
+    setting = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if setting.isdigit() and int(setting) > 0:
+        return int(setting)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def get_threads() -> int:
+    """The threads the calling thread's parallel kernels use (default
+    :func:`max_threads`)."""
+    n: int | None = getattr(_local, "threads", None)
+    return max_threads() if n is None else n
+
+
+def set_threads(threads: int) -> None:
+    """Make the calling thread's parallel kernels use ``threads`` threads.
+
+    Raises :class:`~neardup.InvalidConfig` outside ``[1, max_threads()]``.
+    """
+    limit = max_threads()
+    if not 1 <= threads <= limit:
+        raise InvalidConfig(
+            "threads", threads, f"must be in [1, {limit}] on this machine", f"use 1 to {limit}"
+        )
+    _local.threads = int(threads)
+    apply_to_numba()
+
+
+@contextmanager
+def limited_threads(threads: int) -> Iterator[None]:
+    """The calling thread's kernels use ``threads`` threads inside the block."""
+    before: int | None = getattr(_local, "threads", None)
+    set_threads(threads)
+    try:
+        yield
+    finally:
+        _local.threads = before
+        apply_to_numba()
+
+
+def apply_to_numba() -> None:
+    """Give numba the calling thread's count, if numba is loaded and the thread
+    set one (numba reads its own per-thread count when a parallel kernel starts)."""
+    numba = sys.modules.get("numba")
+    if numba is None or not hasattr(numba, "set_num_threads"):
+        return
+    n: int | None = getattr(_local, "threads", None)
+    numba.set_num_threads(max_threads() if n is None else n)

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from neardup import InvalidConfig
+from neardup.kernels.threads import get_threads, limited_threads, max_threads, set_threads
+
+
+def test_default_is_the_limit_and_the_block_restores_it() -> None:
+    assert get_threads() == max_threads() >= 1
+    with limited_threads(1):
+        assert get_threads() == 1
+    assert get_threads() == max_threads()
+
+
+def test_the_count_is_per_thread() -> None:
+    seen: list[int] = []
+
+    def other() -> None:
+        seen.append(get_threads())
+
+    with limited_threads(1):
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert seen == [max_threads()]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 10_000])
+def test_out_of_range_is_refused_with_the_range(bad: int) -> None:
+    with pytest.raises(InvalidConfig, match=r"must be in \[1, \d+\]"):
+        set_threads(bad)
+
+
+def test_numba_gets_the_count_once_loaded_and_is_never_loaded_to_ask() -> None:
+    code = (
+        "import sys\n"
+        "from neardup.kernels.threads import get_threads, limited_threads\n"
+        "with limited_threads(1):\n"
+        "    assert get_threads() == 1\n"
+        "assert 'numba' not in sys.modules\n"
+        "import numba\n"
+        "with limited_threads(1):\n"
+        "    assert numba.get_num_threads() == 1\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "ok"
