@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from neardup.kernels import _cache
-from neardup.kernels._cache import dependencies, kernel, kernel_cache_class, source_stamp
+from neardup.kernels._cache import dependencies, kernel_cache_class, source_stamp
+from neardup.kernels._kernel import kernel
 
 KERNELS = Path(_cache.__file__).parent
 MODULES = (
@@ -100,15 +101,20 @@ def test_an_edit_of_a_callee_file_recompiles_its_callers(tmp_path: Path) -> None
     pkg.mkdir(parents=True)
     (tmp_path / "neardup" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    shutil.copy(KERNELS / "_cache.py", pkg / "_cache.py")
+    for infra in ("_cache.py", "_kernel.py", "_native.py", "_jit.py", "_warm.py", "threads.py"):
+        shutil.copy(KERNELS / infra, pkg / infra)
+    (tmp_path / "neardup" / "core").mkdir()
+    (tmp_path / "neardup" / "core" / "__init__.py").write_text("")
+    core = tmp_path / "neardup" / "core"
+    shutil.copy(KERNELS.parent / "core" / "_errors.py", core / "_errors.py")
     _write(
         pkg / "_dep.py",
-        "from neardup.kernels._cache import kernel\n\n"
+        "from neardup.kernels._kernel import kernel\n\n"
         "@kernel(inline='always')\ndef f():\n    return 1\n",
     )
     _write(
         pkg / "_top.py",
-        "from neardup.kernels._cache import kernel\nfrom neardup.kernels._dep import f\n\n"
+        "from neardup.kernels._kernel import kernel\nfrom neardup.kernels._dep import f\n\n"
         "@kernel\ndef g():\n    return f() + 10\n",
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
@@ -130,7 +136,7 @@ def test_an_edit_of_a_callee_file_recompiles_its_callers(tmp_path: Path) -> None
     assert run() == ["11", "1"]  # loaded from the cache
     _write(
         pkg / "_dep.py",
-        "from neardup.kernels._cache import kernel\n\n"
+        "from neardup.kernels._kernel import kernel\n\n"
         "@kernel(inline='always')\ndef f():\n    return 2\n",
     )
     assert run() == ["12", "0"]  # plain numba caching would load the stale 11

@@ -24,6 +24,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.jsonl"
 def test_the_manifest_names_kernels_that_exist_with_types_that_decode() -> None:
     from numba.core.registry import CPUDispatcher
 
+    from neardup.kernels._kernel import Kernel
+
     assert {"dedup", "dedup-index", "dedup-exact", "library", "vectors", "service"} <= set(
         GROUPS
     )
@@ -31,7 +33,8 @@ def test_the_manifest_names_kernels_that_exist_with_types_that_decode() -> None:
         assert entries, group
         for module, name, specs, seconds in entries:
             disp = getattr(importlib.import_module(f"neardup.{module}"), name)
-            assert isinstance(disp, CPUDispatcher), (group, module, name)
+            assert isinstance(disp, Kernel), (group, module, name)
+            assert isinstance(disp.dispatcher, CPUDispatcher), (group, module, name)
             for spec in specs:
                 _type(spec)
             assert seconds >= 0
@@ -105,3 +108,21 @@ def test_readme_first_command_path_compiles_ahead_only(tmp_path: Path) -> None:
     lines = [ln for ln in run.stderr.splitlines() if ln.startswith("neardup: compiling")]
     assert len(lines) == 1 and "kernels for this machine" in lines[0], lines
     assert (tmp_path / "out" / "kept.jsonl").exists()
+    # The next run takes every kernel from the native module: numba is never loaded
+    # (-X importtime lists every module the process imports, on stderr).
+    out = str(tmp_path / "again")
+    again = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "neardup", "dedup", str(SAMPLE), "-o", out],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "neardup: compiling" not in again.stderr
+    imported = [ln.rsplit("|", 1)[-1].strip() for ln in again.stderr.splitlines()]
+    assert "numpy" in imported
+    assert not [m for m in imported if m.split(".")[0] in ("numba", "llvmlite")]
+    a = (tmp_path / "out" / "clusters.jsonl").read_bytes()
+    assert a == (tmp_path / "again" / "clusters.jsonl").read_bytes()

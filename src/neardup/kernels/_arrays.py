@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import U64
+from neardup.kernels._kernel import kernel
 
 
 @kernel

@@ -12,8 +12,8 @@ import numpy as np
 
 from neardup.kernels import _unionfind as UF
 from neardup.kernels._arrays import append_column, intersect_count
-from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import U64, fmix64
+from neardup.kernels._kernel import kernel
 from neardup.kernels.threads import get_threads
 
 

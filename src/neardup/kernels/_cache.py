@@ -3,8 +3,8 @@
 numba stamps a cached kernel with the hash of **its own** source file.  A kernel
 that calls a kernel of another file carries that callee's machine code inside its
 own cache entry (numba inlines or links it), so after an edit of the callee's file
-numba would keep loading the caller's stale code.  :func:`kernel` is
-``numba.njit(cache=True, **options)`` with one difference: a kernel's cache is
+numba would keep loading the caller's stale code.  A kernel's dispatcher
+(:func:`neardup.kernels._kernel.kernel`) gets :func:`kernel_cache_class`: its cache is
 stamped with the SHA-256 of its file **and of every** ``neardup.kernels`` **module
 that file imports, transitively** (found by reading the imports, so a new
 dependency needs no bookkeeping).  An edit therefore recompiles the kernels of the
@@ -16,7 +16,7 @@ Where the cache lives is numba's choice as before (``NUMBA_CACHE_DIR``, else
 ``__pycache__`` next to the file, else numba's per-user folder).  Only neardup's
 own dispatchers get this cache class; numba's defaults for other code are
 untouched.  On a numba whose caching internals differ from the shape used here
-(0.60-0.68 at least), :func:`kernel` falls back to plain ``cache=True``.
+(0.60-0.68 at least), kernels fall back to plain ``cache=True``.
 
 >>> from neardup.kernels._cache import dependencies
 >>> [p.rsplit("/", 1)[-1] for p in dependencies(__file__)]
@@ -29,13 +29,16 @@ import ast
 import functools
 import hashlib
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dependencies", "kernel", "kernel_cache_class", "source_stamp"]
+__all__ = ["dependencies", "kernel_cache_class", "source_stamp"]
 
 _PACKAGE = "neardup.kernels"
+
+_NOT_KERNEL_CODE = frozenset({"_cache", "_kernel", "_native", "_warm", "_jit", "threads"})
+"""Modules that wrap, build or schedule kernels but hold no code a kernel runs:
+editing them never makes compiled kernels stale."""
 
 
 def _stat_key(path: str) -> tuple[str, int, int]:
@@ -66,11 +69,21 @@ def _direct_imports(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
                 names.update(a.name for a in node.names)
             elif node.level == 0 and module.startswith(_PACKAGE + "."):
                 names.add(module.split(".")[2])
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "lazy"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith(_PACKAGE + ".")
+        ):
+            # lazy("neardup.kernels._x", name): compiled in just the same
+            names.add(str(node.args[0].value).split(".")[2])
         elif isinstance(node, ast.Import):
             names.update(
                 a.name.split(".")[2] for a in node.names if a.name.startswith(_PACKAGE + ".")
             )
-    files = (here / f"{n}.py" for n in sorted(names))
+    files = (here / f"{n}.py" for n in sorted(names - _NOT_KERNEL_CODE))
     return tuple(str(f) for f in files if f.is_file())
 
 
@@ -132,27 +145,3 @@ def kernel_cache_class() -> type | None:
     locators = [type(f"Kernel{b.__name__.lstrip('_')}", (_DependencyStamp, b), {}) for b in bases]
     impl = type("KernelCacheImpl", (impl_base,), {"_locator_classes": locators})
     return type("KernelCache", (cache_base,), {"_impl_class": impl})
-
-
-def kernel(fn: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """``numba.njit(cache=True, **options)`` whose cache is stamped with the
-    kernel's file and the kernel files it imports (see the module docstring).
-
-    Used bare (``@kernel``) or with numba's options
-    (``@kernel(parallel=True, nogil=True)``).
-    """
-    if "cache" in options:
-        raise TypeError("kernel() always caches; do not pass cache=")
-
-    def wrap(f: Callable[..., Any]) -> Any:
-        from numba import njit
-
-        cls = kernel_cache_class()
-        if cls is None:
-            return njit(cache=True, **options)(f)
-        disp = njit(**options)(f)
-        # What numba's own ``enable_caching`` does, with the class above.
-        disp._cache = cls(disp.py_func)
-        return disp
-
-    return wrap if fn is None else wrap(fn)

@@ -4,10 +4,9 @@ all-pairs oracle and the AllPairs prefix-filter join that verifies it at scale."
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from neardup.kernels._arrays import append_column, argsort_keys, intersect_count
-from neardup.kernels._cache import kernel
+from neardup.kernels._kernel import kernel, prange
 
 
 @kernel(parallel=True)

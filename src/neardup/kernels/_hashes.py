@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from neardup.kernels._cache import kernel
+from neardup.kernels._kernel import kernel
 
 U64 = np.uint64
 

@@ -24,9 +24,10 @@ not depend on either measure, only start-up time does.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["start_numba"]
+__all__ = ["numba_loaded", "on_numba", "start_numba"]
 
 _PROBED = ("scipy.linalg", "cffi", "yaml")
 
@@ -65,12 +66,48 @@ def _load_without_refresh() -> None:
     cache_cls.load_overload = load_overload
 
 
+_owned = False
+_started = False
+_callbacks: list[Callable[[], None]] = []
+
+
 def start_numba() -> None:
-    """Import numba and initialise its compiler target with the packages above
-    hidden from it, and make later cache loads skip the registry refresh (a no-op
-    once done; the hidden packages stay importable afterwards).  For programs that
-    own their process, such as the CLI; a library call must not hide a module that
-    other threads may be importing, nor change how numba loads for its host."""
+    """For programs that own their process, such as the CLI: when numba is first
+    needed (a kernel that has no native build for its call, see
+    :mod:`neardup.kernels._kernel`), import it and initialise its compiler target
+    with the packages above hidden from it, and make later cache loads skip the
+    registry refresh (at once if numba is already loaded; a no-op once done; the
+    hidden packages stay importable afterwards).  A library call must not hide a
+    module that other threads may be importing, nor change how numba loads for its
+    host."""
+    global _owned
+    _owned = True
+    if "numba" in sys.modules:
+        numba_loaded()
+
+
+def on_numba(callback: Callable[[], None]) -> None:
+    """Run ``callback`` once numba is loaded for neardup's kernels (now, if it is)."""
+    if _started:
+        callback()
+    else:
+        _callbacks.append(callback)
+
+
+def numba_loaded() -> None:
+    """Called before a kernel first makes numba's dispatcher: numba's start as
+    :func:`start_numba` arranged, then the :func:`on_numba` callbacks."""
+    global _started
+    if _started:
+        return
+    _started = True
+    if _owned:
+        _fast_start()
+    while _callbacks:
+        _callbacks.pop(0)()
+
+
+def _fast_start() -> None:
     hidden = [m for m in _PROBED if m not in sys.modules]
     for m in hidden:
         sys.modules[m] = None  # type: ignore[assignment]
@@ -78,7 +115,7 @@ def start_numba() -> None:
         _load_without_refresh()
         from neardup.kernels._jitprobe import touch
 
-        touch(1)
+        touch.dispatcher(1)
     finally:
         for m in hidden:
             if m in sys.modules and sys.modules[m] is None:

@@ -3,7 +3,7 @@ target (see :mod:`neardup.kernels._jit`)."""
 
 from __future__ import annotations
 
-from neardup.kernels._cache import kernel
+from neardup.kernels._kernel import kernel
 
 __all__ = ["touch"]
 

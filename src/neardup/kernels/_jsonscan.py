@@ -24,10 +24,13 @@ The property tests check all this against ``json.loads`` on generated lines.
 
 from __future__ import annotations
 
-import numpy as np
-from numba.cpython.unsafe.numbers import trailing_zeros
+from typing import Any
 
-from neardup.kernels._cache import kernel
+import numpy as np
+
+from neardup.kernels._kernel import kernel, lazy
+
+trailing_zeros: Any = lazy("numba.cpython.unsafe.numbers", "trailing_zeros")
 
 __all__ = ["ID_INT", "ID_NONE", "ID_STR", "scan_block"]
 
@@ -197,7 +200,7 @@ def _copy_string(buf, p, e, out, w):
                 p += 8
                 w += 8
                 continue
-            skip = np.int64(trailing_zeros(m)) >> 3  # type: ignore[call-arg]
+            skip = np.int64(trailing_zeros(m)) >> 3
             p += skip
             w += skip
             break

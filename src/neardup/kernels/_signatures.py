@@ -4,24 +4,36 @@ matrix."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numba import prange
 
-from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import U32MAX, U64, band_start, band_step, fmix64
+from neardup.kernels._kernel import kernel, prange
+from neardup.kernels.threads import split_rows
 
 
-# nogil: a batch run finds exact duplicates (Python) while signatures are computed.
-@kernel(parallel=True, nogil=True)
-def minhash_kperm(hashes, indptr, a, b, out):
+def minhash_kperm(hashes: Any, indptr: Any, a: Any, b: Any, out: Any) -> None:
     """Classic k-permutation MinHash with multiply-add-shift permutations.
 
     Row ``p`` is ``min((a[p] * x + b[p]) mod 2**64 >> 32)`` over the document's
     shingle hashes ``x``; ``a[p]`` is odd.  Documents with no shingle keep 0xFFFFFFFF.
+    ``out`` is (documents, k), C order; documents are shared out over threads.
     """
+    split_rows(
+        indptr.shape[0] - 1,
+        lambda lo, hi: _minhash_kperm(hashes, indptr[lo : hi + 1], a, b, out[lo:hi]),
+        grain=1024,
+    )
+
+
+# nogil: run on several threads by minhash_kperm, and a batch run finds exact
+# duplicates (Python) while signatures are computed.
+@kernel(nogil=True)
+def _minhash_kperm(hashes, indptr, a, b, out):
     n = indptr.shape[0] - 1
     k = a.shape[0]
-    for d in prange(n):
+    for d in range(n):
         row = np.full(k, U32MAX, dtype=np.uint64)
         for i in range(indptr[d], indptr[d + 1]):
             x = hashes[i]
@@ -79,17 +91,34 @@ def minhash_oph(hashes, indptr, k, seed, out):
                     break
 
 
-@kernel(parallel=True)
-def band_keys(sig, band_lo, band_hi, rows, seed, out):
+def band_keys(sig: Any, band_lo: int, band_hi: int, rows: int, seed: Any, out: Any) -> None:
     """64-bit key per (document, band) for bands [band_lo, band_hi): a mixed chain
-    over the band's rows.  ``out`` is (n, band_hi - band_lo)."""
+    over the band's rows.  ``out`` is (n, band_hi - band_lo), C or F order: shared
+    out over threads by documents (C) or by bands (F)."""
+    if out.flags.c_contiguous or not out.flags.f_contiguous:
+        split_rows(
+            sig.shape[0],
+            lambda lo, hi: _band_keys(sig[lo:hi], band_lo, band_hi, rows, seed, out[lo:hi]),
+            grain=4096,
+        )
+        return
+    docs = max(1, sig.shape[0])
+    split_rows(
+        band_hi - band_lo,
+        lambda lo, hi: _band_keys(sig, band_lo + lo, band_lo + hi, rows, seed, out[:, lo:hi]),
+        grain=max(1, (1 << 16) // docs),
+    )
+
+
+@kernel(nogil=True)
+def _band_keys(sig, band_lo, band_hi, rows, seed, out):
     n = sig.shape[0]
     seed = U64(seed)
     nb = band_hi - band_lo
     init = np.empty(nb, dtype=np.uint64)
     for b in range(nb):
         init[b] = band_start(seed, band_lo + b)
-    for d in prange(n):
+    for d in range(n):
         # The bands' chains advance together, a row at a time: independent
         # multiplies in vector lanes instead of one latency-bound chain per band
         # (same keys).

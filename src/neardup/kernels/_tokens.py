@@ -8,12 +8,14 @@ nothing here validates its arguments.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
-from numba import prange
 
 from neardup.kernels._arrays import sort_hashes
-from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import P1, P4, P5, U64, fmix64, hash_span
+from neardup.kernels._kernel import kernel, prange
+from neardup.kernels.threads import split_rows
 
 KIND_BYTE = 0
 
@@ -426,16 +428,27 @@ def hash_shingles(
 @kernel(nogil=True)
 def compact_csr(padded, bound_off, counts, indptr):
     out = np.empty(indptr[counts.shape[0]], dtype=padded.dtype)
-    compact_csr_into(padded, bound_off, counts, indptr, out)
+    _compact_csr_into(padded, bound_off, counts, indptr, out)
     return out
 
 
-@kernel(parallel=True, nogil=True)
-def compact_csr_into(padded, bound_off, counts, indptr, out):
+def compact_csr_into(padded: Any, bound_off: Any, counts: Any, indptr: Any, out: Any) -> None:
     """Copy document ``d``'s ``counts[d]`` values from ``padded[bound_off[d]:]``
-    to ``out[indptr[d]:]`` (``out`` has ``indptr[n]`` entries)."""
+    to ``out[indptr[d]:]`` (``out`` has ``indptr[n]`` entries); documents are
+    shared out over threads."""
+    split_rows(
+        counts.shape[0],
+        lambda lo, hi: _compact_csr_into(
+            padded, bound_off[lo:hi], counts[lo:hi], indptr[lo:hi], out
+        ),
+        grain=8192,
+    )
+
+
+@kernel(nogil=True)
+def _compact_csr_into(padded, bound_off, counts, indptr, out):
     n = counts.shape[0]
-    for d in prange(n):
+    for d in range(n):
         a = bound_off[d]
         b = indptr[d]
         for i in range(counts[d]):

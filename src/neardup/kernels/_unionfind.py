@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from neardup.kernels._cache import kernel
+from neardup.kernels._kernel import kernel
 
 __all__ = [
     "UnionFind",

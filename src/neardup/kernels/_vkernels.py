@@ -7,13 +7,12 @@ in flat numpy arrays, ``uint64`` arithmetic with explicit constants, no validati
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from neardup.kernels import _unionfind as UF
 from neardup.kernels._arrays import append_column, argsort_keys
 from neardup.kernels._bandjoin import MODE_ALL_EDGES, MODE_FOREST, ordered, pair_window
-from neardup.kernels._cache import kernel
 from neardup.kernels._hashes import P1, P2, P4, U64, band_start, band_step, fmix64, hash_span
+from neardup.kernels._kernel import kernel, prange
 
 _M1 = np.uint64(0x5555555555555555)
 _M2 = np.uint64(0x3333333333333333)

@@ -133,7 +133,12 @@ def compile_kernels(
     their start-up time does.  ``progress`` receives one line before compiling
     and one after (nothing when all is cached).
 
-    Returns ``{"groups", "kernels", "missing", "seconds", "processes"}``.
+    A group is built into one native module (:mod:`neardup.kernels._native`: runs
+    then load its kernels without numba) where this machine can build it; else,
+    or if that build failed before, its kernels are compiled into numba's cache.
+
+    Returns ``{"groups", "kernels", "missing", "native", "seconds", "processes"}``
+    (``native``: the groups built natively by this call).
 
     >>> compile_kernels(["dedup"], progress=print)  # doctest: +SKIP
     neardup: compiling 11 kernels for this machine on 2 cores (first run only, about 24 s)...
@@ -148,29 +153,49 @@ def compile_kernels(
         )
     if processes is not None and processes < 1:
         raise InvalidConfig("processes", processes, "must be at least 1", "use 1 or more")
+    from neardup.kernels import _native
+
+    native: list[str] = []
     entries: dict[tuple[str, str, str], Entry] = {}
     for g in wanted:
+        st = _native.state(g)
+        if st == "built":
+            continue
+        if st == "missing" and _native.can_build():
+            native.append(g)
+            continue
         for e in manifest[g]:
             entries.setdefault((e[0], e[1], repr(e[2])), e)
     todo = [e for e in entries.values() if _cached(e) is False]
+    # Work items: ("native", (group, part)) or ("jit", entry), with a time estimate.
+    # numba's ahead-of-time build takes about half the JIT times the manifest
+    # records (no parallel loops to compile), plus ~5 s for numba's C runtime.
+    work: list[tuple[str, Any, float]] = [
+        ("native", (g, p), 5.0 + 0.5 * sum(manifest[g][i][3] for i in idx))
+        for g in native
+        for p, idx in enumerate(_native.parts(manifest[g]))
+    ]
+    work += [("jit", e, e[3]) for e in todo]
+    n_kernels = sum(len(manifest[g]) for g in native) + len(todo)
     out: dict[str, Any] = {
         "groups": wanted,
-        "kernels": len(entries),
-        "missing": len(todo),
+        "kernels": len({(e[0], e[1], repr(e[2])) for g in wanted for e in manifest[g]}),
+        "missing": n_kernels,
+        "native": native,
         "seconds": 0.0,
         "processes": 0,
     }
-    if not todo:
+    if not work:
         return out
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    n = max(1, min(processes or cores or 1, len(todo)))
-    todo.sort(key=lambda e: -e[3])
+    n = max(1, min(processes or cores or 1, len(work)))
+    work.sort(key=lambda w: -w[2])
     # Longest first on n workers: the wall time is about max(longest, total / n).
-    total = sum(e[3] for e in todo)
-    guess = max(todo[0][3], total / n)
+    total = sum(w[2] for w in work)
+    guess = max(work[0][2], total / n)
     if progress is not None:
         progress(
-            f"neardup: compiling {len(todo)} kernels for this machine on {n} "
+            f"neardup: compiling {n_kernels} kernels for this machine on {n} "
             f"{'core' if n == 1 else 'cores'} (first run only, about {guess:.0f} s)..."
         )
     t0 = time.perf_counter()
@@ -182,15 +207,40 @@ def compile_kernels(
     # Under `neardup dedup` a Ctrl-C is the parent's to handle (it ends the workers):
     # a worker of the terminal's process group must not print its own traceback.
     init = _ignore_sigint if handlers_installed() else None
+    failed: list[str] = []
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=init) as pool:
-        futures = [pool.submit(_compile_one, e) for e in todo]
+        futures = {
+            pool.submit(_build_native if kind == "native" else _compile_one, item): (kind, item)
+            for kind, item, _ in work
+        }
         for fut in as_completed(futures):
-            fut.result()
+            kind, item = futures[fut]
+            if kind == "jit":
+                fut.result()
+                continue
+            try:
+                fut.result()
+            except Exception as exc:  # the JIT still runs these kernels: say so, go on
+                failed.append(item[0])
+                if progress is not None:
+                    progress(
+                        f"neardup: could not build the native kernels of {item[0]!r} "
+                        f"({type(exc).__name__}: {exc}); they compile on first use instead"
+                    )
+    _native.forget()
     out["seconds"] = round(time.perf_counter() - t0, 2)
     out["processes"] = n
+    out["native"] = [g for g in native if g not in failed]
     if progress is not None:
         progress(f"neardup: kernels compiled in {out['seconds']:.0f} s; later runs start at once")
     return out
+
+
+def _build_native(item: tuple[str, int]) -> str:
+    """In a worker process: build one native module (group, part)."""
+    from neardup.kernels import _native
+
+    return str(_native.build(*item))
 
 
 def announce_compiles(stream: Any = None) -> None:
@@ -203,9 +253,13 @@ def announce_compiles(stream: Any = None) -> None:
     if _announcing:
         return
     _announcing = True
-    from numba.core import event
+    from neardup.kernels._jit import on_numba
 
-    out = stream or sys.stderr
+    on_numba(lambda: _register_announcer(stream or sys.stderr))
+
+
+def _register_announcer(out: Any) -> None:
+    from numba.core import event
 
     class Announcer(event.Listener):
         depth = 0

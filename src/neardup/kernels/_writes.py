@@ -1,4 +1,4 @@
-"""Output intrinsics (numba): spans of a byte buffer written to a file descriptor
+"""Output kernels (numba): spans of a byte buffer written to a file descriptor
 without Python objects, and JSON field appending to records that are written out
 as they came in."""
 
@@ -7,49 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
-from neardup.kernels._cache import kernel
+from neardup.kernels._kernel import kernel, lazy
 
+# numba intrinsics (raw memcpy and write(2)), imported only when numba compiles.
+_memcpy: Any = lazy("neardup.kernels._intrinsics", "memcpy")
 
-@intrinsic
-def _memcpy(typingctx: Any, dst: Any, doff: Any, src: Any, soff: Any, n: Any) -> Any:
-    """``dst[doff:doff + n] = src[soff:soff + n]`` as one ``memcpy`` (1-D uint8
-    arrays, no bounds check: the caller keeps both ranges inside).  numba's slice
-    assignment and an explicit loop both copy about a byte per cycle: 0.08 and
-    0.19 s against 0.02 s for 170 MB of spans."""
-    sig = types.void(dst, doff, src, soff, n)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        d, do, s, so, nn = args
-        da = context.make_array(signature.args[0])(context, builder, d)
-        sa = context.make_array(signature.args[2])(context, builder, s)
-        cgutils.raw_memcpy(builder, builder.gep(da.data, [do]), builder.gep(sa.data, [so]), nn, 1)
-        return context.get_dummy_value()
-
-    return sig, codegen
-
-
-@intrinsic
-def _sys_write(typingctx: Any, fd: Any, arr: Any, off: Any, n: Any) -> Any:
-    """POSIX ``write(fd, &arr[off], n)``: bytes written, or -1 (errno is left for
-    the caller to read by retrying from Python).  The symbol is resolved when the
-    kernel is loaded, so the compiled code caches like any other."""
-    sig = types.intp(fd, arr, off, n)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        f, a, o, nn = args
-        i64 = ir.IntType(64)
-        fnty = ir.FunctionType(i64, [ir.IntType(32), ir.IntType(8).as_pointer(), i64])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "write")
-        ary = context.make_array(signature.args[1])(context, builder, a)
-        ptr = builder.gep(ary.data, [o])
-        return builder.call(fn, [builder.trunc(f, ir.IntType(32)), ptr, nn])
-
-    return sig, codegen
+_sys_write: Any = lazy("neardup.kernels._intrinsics", "sys_write")
 
 
 # nogil: kept.jsonl is written on a thread while the main thread encodes the other
@@ -72,7 +36,7 @@ def write_spans(fd, src, starts, ends, k, off, stage, fill):
             a = starts[k] + off
             e = ends[k]
             take = min(e - a, cap - fill)
-            _memcpy(stage, fill, src, a, take)  # type: ignore[call-arg]
+            _memcpy(stage, fill, src, a, take)
             fill += take
             if a + take < e:
                 off += take
@@ -82,7 +46,7 @@ def write_spans(fd, src, starts, ends, k, off, stage, fill):
         if fill == cap:
             w = 0
             while w < cap:
-                got = _sys_write(fd, stage, w, cap - w)  # type: ignore[call-arg, var-annotated]
+                got = _sys_write(fd, stage, w, cap - w)
                 if got <= 0:
                     return k, off, fill, w, False
                 w += got
@@ -152,7 +116,7 @@ def append_fields(src, starts, ends, keys, key_offs, vals, val_offs, forbid, for
         if fast[i]:
             a = starts[i]
             m = body_end[i] - a
-            _memcpy(out, w, src, a, m)  # type: ignore[call-arg]
+            _memcpy(out, w, src, a, m)
             w += m
             for f in range(nf):
                 out[w] = 44

@@ -19,15 +19,22 @@ else the cores this process may use).
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
-from neardup.core._errors import InvalidConfig
-
-__all__ = ["apply_to_numba", "get_threads", "limited_threads", "max_threads", "set_threads"]
+__all__ = [
+    "apply_to_numba",
+    "get_threads",
+    "limited_threads",
+    "max_threads",
+    "set_threads",
+    "split_rows",
+]
 
 _local = threading.local()
 
@@ -59,6 +66,8 @@ def set_threads(threads: int) -> None:
 
     Raises :class:`~neardup.InvalidConfig` outside ``[1, max_threads()]``.
     """
+    from neardup.core._errors import InvalidConfig
+
     limit = max_threads()
     if not 1 <= threads <= limit:
         raise InvalidConfig(
@@ -88,3 +97,24 @@ def apply_to_numba() -> None:
         return
     n: int | None = getattr(_local, "threads", None)
     numba.set_num_threads(max_threads() if n is None else n)
+
+
+def split_rows(n: int, run: Callable[[int, int], object], *, grain: int = 2048) -> None:
+    """Call ``run(lo, hi)`` on contiguous parts of ``range(n)`` that cover it once,
+    on up to :func:`get_threads` threads (a serial kernel that releases the GIL
+    gets the parallelism of numba's ``prange``, in any build of the kernels).
+
+    Parts hold at least ``grain`` rows; there are up to four per thread, taken in
+    turn, so that parts of unequal cost still share out.  Below ``2 * grain`` rows,
+    or on one thread, ``run(0, n)`` runs in the calling thread.  Exceptions of any
+    part propagate.
+    """
+    threads = min(get_threads(), n // grain)
+    if threads <= 1:
+        run(0, n)
+        return
+    parts = min(4 * threads, n // grain)
+    bounds = [n * i // parts for i in range(parts + 1)]
+    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="neardup-rows") as pool:
+        for fut in [pool.submit(run, lo, hi) for lo, hi in itertools.pairwise(bounds)]:
+            fut.result()
