@@ -4,7 +4,7 @@ argument types) that each kind of run calls, with their compile times.
 Each workload runs in a fresh process against a copy of ``src/neardup`` without
 any numba cache, with a hook on numba's dispatch from Python: every kernel called
 from Python with new argument types is recorded once, with how long it took to
-compile.  ``neardup.kernels._warm`` reads the file (``kernel_groups``, package data
+compile.  ``neardup.kernels._manifest`` reads the file (``kernel_groups``, package data
 shipped in the wheel) and compiles the entries of a run's groups in parallel
 before the run starts.  Run this after changing a kernel's signature, or the
 types a caller passes (a test checks that the manifest names existing kernels
@@ -133,8 +133,11 @@ def _hook(self, *args, **kws):
             RECORDS.append([f.__module__, f.__qualname__, specs, round(dt, 2)])
 Dispatcher._compile_for_args = _hook
 import neardup.kernels._warm
-# Record what the run itself compiles: no compiling ahead in worker processes.
+from neardup.kernels._native import use_native
+# Record what the run itself compiles: no compiling ahead in worker processes, and
+# no native module (every kernel called from Python goes through numba's dispatch).
 neardup.kernels._warm.compile_kernels = lambda *a, **k: {}
+use_native(False)
 """
 
 
@@ -168,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(argv if argv is not None else sys.argv[1:])
     groups: dict[str, list[Any]] = {}
     if only:
-        from neardup.kernels._warm import kernel_groups
+        from neardup.kernels._manifest import kernel_groups
 
         groups = {g: list(es) for g, es in kernel_groups().items() if g not in only}
     for group, code in WORKLOADS.items():

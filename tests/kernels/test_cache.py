@@ -101,7 +101,7 @@ def test_an_edit_of_a_callee_file_recompiles_its_callers(tmp_path: Path) -> None
     pkg.mkdir(parents=True)
     (tmp_path / "neardup" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    for infra in ("_cache.py", "_kernel.py", "_native.py", "_jit.py", "_warm.py", "threads.py"):
+    for infra in ("_cache.py", "_kernel.py", "_native.py", "_manifest.py", "threads.py"):
         shutil.copy(KERNELS / infra, pkg / infra)
     (tmp_path / "neardup" / "core").mkdir()
     (tmp_path / "neardup" / "core" / "__init__.py").write_text("")

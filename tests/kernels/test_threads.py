@@ -52,3 +52,32 @@ def test_numba_gets_the_count_once_loaded_and_is_never_loaded_to_ask() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("n", [0, 1, 4095, 4096, 100_003])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_split_rows_covers_every_row_once(n: int, threads: int) -> None:
+    from neardup.kernels.threads import split_rows
+
+    hits = [0] * n
+    lock = threading.Lock()
+
+    def run(lo: int, hi: int) -> None:
+        with lock:
+            for i in range(lo, hi):
+                hits[i] += 1
+
+    with limited_threads(min(threads, max_threads())):
+        split_rows(n, run, grain=2048)
+    assert hits == [1] * n
+
+
+def test_split_rows_propagates_a_part_failure() -> None:
+    from neardup.kernels.threads import split_rows
+
+    def run(lo: int, hi: int) -> None:
+        if lo > 0:
+            raise ValueError(f"part at {lo}")
+
+    with limited_threads(min(2, max_threads())), pytest.raises(ValueError, match="part at"):
+        split_rows(100_000, run, grain=1000)

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from neardup import InvalidConfig, compile_kernels
-from neardup.kernels._warm import _type, kernel_groups
+from neardup.kernels._manifest import kernel_groups
+from neardup.kernels._manifest import numba_type as _type
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "neardup"
 GROUPS = kernel_groups()

@@ -35,11 +35,10 @@ def main(ctx: click.Context) -> None:
     Example: neardup dedup data/sample.jsonl --output out/
     """
     process_defaults()  # again for callers that skipped the console script
-    if ctx.invoked_subcommand != "dedup":
-        # dedup starts numba itself, once its input is being read.
-        from neardup.kernels._jit import start_numba
+    # The CLI owns its process: numba, if a kernel needs its JIT, starts the fast way.
+    from neardup.kernels._jit import start_numba
 
-        start_numba()
+    start_numba()
 
 
 for _command in (

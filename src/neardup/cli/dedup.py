@@ -29,7 +29,7 @@ from neardup.cli.common import (
 )
 from neardup.core._errors import InvalidConfig
 from neardup.core.config import Config, RunOptions
-from neardup.kernels._warm import kernel_groups
+from neardup.kernels._manifest import kernel_groups
 
 if TYPE_CHECKING:
     from neardup.batch.runs import DedupRun
@@ -274,8 +274,8 @@ def dedup(
     with errors():
         prefetch = _prefetch(list(inputs), cfg, run)
     try:
-        # Loading numba and the kernels while the input is being read: both wait on
-        # different resources (the loader on the CPU, the reader on the disk).
+        # Kernels come from the native modules; should a call need numba's JIT,
+        # it starts the way start_numba arranges (this process is the CLI's).
         start_numba()
         ready_kernels(
             "dedup",

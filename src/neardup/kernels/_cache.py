@@ -36,7 +36,9 @@ __all__ = ["dependencies", "kernel_cache_class", "source_stamp"]
 
 _PACKAGE = "neardup.kernels"
 
-_NOT_KERNEL_CODE = frozenset({"_cache", "_kernel", "_native", "_warm", "_jit", "threads"})
+_NOT_KERNEL_CODE = frozenset(
+    {"_cache", "_kernel", "_manifest", "_native", "_warm", "_jit", "threads"}
+)
 """Modules that wrap, build or schedule kernels but hold no code a kernel runs:
 editing them never makes compiled kernels stale."""
 

@@ -27,7 +27,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["numba_loaded", "on_numba", "start_numba"]
+from neardup.kernels._kernel import before_numba
+
+__all__ = ["on_numba", "start_numba"]
 
 _PROBED = ("scipy.linalg", "cffi", "yaml")
 
@@ -66,45 +68,28 @@ def _load_without_refresh() -> None:
     cache_cls.load_overload = load_overload
 
 
-_owned = False
-_started = False
-_callbacks: list[Callable[[], None]] = []
-
-
 def start_numba() -> None:
     """For programs that own their process, such as the CLI: when numba is first
     needed (a kernel that has no native build for its call, see
     :mod:`neardup.kernels._kernel`), import it and initialise its compiler target
     with the packages above hidden from it, and make later cache loads skip the
-    registry refresh (at once if numba is already loaded; a no-op once done; the
+    registry refresh (at once if numba is already in use; a no-op once done; the
     hidden packages stay importable afterwards).  A library call must not hide a
-    module that other threads may be importing, nor change how numba loads for its
-    host."""
-    global _owned
-    _owned = True
-    if "numba" in sys.modules:
-        numba_loaded()
+    module that other threads may be importing, nor change how numba loads for
+    its host."""
+    global _armed
+    if not _armed:
+        _armed = True
+        before_numba(_fast_start)
 
 
 def on_numba(callback: Callable[[], None]) -> None:
-    """Run ``callback`` once numba is loaded for neardup's kernels (now, if it is)."""
-    if _started:
-        callback()
-    else:
-        _callbacks.append(callback)
+    """Run ``callback`` once numba is first needed by neardup's kernels (now, if it
+    has been)."""
+    before_numba(callback)
 
 
-def numba_loaded() -> None:
-    """Called before a kernel first makes numba's dispatcher: numba's start as
-    :func:`start_numba` arranged, then the :func:`on_numba` callbacks."""
-    global _started
-    if _started:
-        return
-    _started = True
-    if _owned:
-        _fast_start()
-    while _callbacks:
-        _callbacks.pop(0)()
+_armed = False
 
 
 def _fast_start() -> None:

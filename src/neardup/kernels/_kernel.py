@@ -33,7 +33,7 @@ import numpy as np
 from neardup.kernels import _native
 from neardup.kernels.threads import apply_to_numba, get_threads
 
-__all__ = ["PARALLEL_BYTES", "Kernel", "arg_key", "kernel", "lazy", "serial_process"]
+__all__ = ["PARALLEL_BYTES", "Kernel", "arg_key", "before_numba", "kernel", "lazy"]
 
 PARALLEL_BYTES = 32 << 20
 """A ``parallel=True`` kernel whose largest array argument holds at least this
@@ -42,21 +42,19 @@ the calling thread may use more than one: below it the native build's single
 thread finishes before numba would have loaded."""
 
 _lock = threading.RLock()
-_made = 0
-_serial = False
+_numba_hooks: list[Callable[[], None]] = []
+_numba_started = False
 
 
-def serial_process() -> None:
-    """Make every dispatcher of this process serial (``parallel`` off) and
-    uncached: for the native build's worker process, where kernels called by the
-    exported ones are compiled into the module and must not call into numba's
-    thread pool, and where a serial compile must not land in numba's cache under
-    the parallel kernel's key.  Raises RuntimeError once a dispatcher exists."""
-    global _serial
+def before_numba(hook: Callable[[], None]) -> None:
+    """Run ``hook`` once, just before this process makes its first numba dispatcher
+    (at once if it already has): how a program that owns its process arranges
+    numba's start (:func:`neardup.kernels._jit.start_numba`)."""
     with _lock:
-        if _made and not _serial:
-            raise RuntimeError("the native kernels are built in a fresh process")
-        _serial = True
+        if not _numba_started:
+            _numba_hooks.append(hook)
+            return
+    hook()
 
 
 class lazy:  # noqa: N801 - used like a function in kernel modules
@@ -127,9 +125,12 @@ class Kernel:
     def native_builds(self) -> tuple[tuple[tuple[Any, ...], Any], ...]:
         """(argument key, function) of each native build of this kernel that this
         process has found (looked up again after a build)."""
-        if self._generation != _native.generation:
-            self._generation = _native.generation
+        generation = _native.generation
+        if self._generation != generation:
+            # Builds first, then the generation: a thread that sees the new
+            # generation also sees its builds.
             self._native = _native.builds_of(self.__module__, self.__name__)
+            self._generation = generation
         return self._native
 
     def __call__(self, *args: Any) -> Any:
@@ -155,16 +156,21 @@ def _largest(args: tuple[Any, ...]) -> int:
 
 
 def _make_dispatcher(fn: Callable[..., Any], options: dict[str, Any]) -> Any:
-    jit = importlib.import_module("neardup.kernels._jit")
-    jit.numba_loaded()
+    global _numba_started
+    with _lock:
+        if not _numba_started:
+            _numba_started = True
+            while _numba_hooks:
+                _numba_hooks.pop(0)()
+        _native.dispatchers_made += 1
     from numba import njit
 
     from neardup.kernels._cache import kernel_cache_class
 
-    global _made
     _resolve_placeholders(fn.__globals__)
-    _made += 1
-    if _serial:
+    if _native.serial:
+        # The native build's worker: kernels linked into the module must not call
+        # numba's thread pool, and a serial compile must not reach numba's cache.
         return njit(**{**options, "parallel": False})(fn)
     cls = kernel_cache_class()
     if cls is None:

@@ -4,7 +4,7 @@ so that a run loads them without importing numba.
 Starting numba and loading its cached kernels costs a fixed 0.3-0.6 s per
 process (the numbers are in ``benchmarks/README.md``), more than a run on 10,000
 short documents spends on its work.  :func:`build` compiles the kernels a group
-of the manifest lists (:func:`neardup.kernels._warm.kernel_groups`), with the
+of the manifest lists (:func:`neardup.kernels._manifest.kernel_groups`), with the
 exact argument types recorded there, into an extension module with numba's
 ahead-of-time compiler, for this machine's CPU, with the GIL released in every
 kernel (they touch no Python object).  :func:`builds_of` finds, per kernel, the
@@ -24,7 +24,8 @@ Guarantees:
 * results never depend on which build ran (the same source; the kernels are
   deterministic; the parallel loops run serially in the native build).
 
-Modules live in the package's ``__pycache__`` when it can be written, else in
+Modules live where numba keeps its cache: in ``$NUMBA_CACHE_DIR/neardup`` when
+that is set, else in the package's ``__pycache__`` when it can be written, else in
 the per-user cache folder (``$XDG_CACHE_HOME/neardup`` or ``~/.cache/neardup``).
 """
 
@@ -46,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from neardup.kernels._cache import source_stamp
+from neardup.kernels._manifest import kernel_groups, numba_type
 
 __all__ = [
     "PARTS",
@@ -64,6 +66,11 @@ _FORMAT = 1
 _lock = threading.Lock()
 generation = 0
 _enabled = True
+serial = False
+"""Set in the native build's worker process: its numba dispatchers are serial
+and uncached (see :func:`neardup.kernels._kernel.Kernel.dispatcher`)."""
+dispatchers_made = 0
+"""numba dispatchers made in this process (counted by the kernels)."""
 """Bumped by :func:`forget`: kernels look their builds up again."""
 _loaded: dict[tuple[str, str], list[tuple[tuple[Any, ...], Any]]] | None = None
 
@@ -73,6 +80,11 @@ def _package_dir() -> Path:
 
 
 def _folders() -> list[Path]:
+    # Where numba keeps its cache, neardup keeps its modules: NUMBA_CACHE_DIR when
+    # set, else beside the package, else the per-user folder.
+    numba_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if numba_dir:
+        return [Path(numba_dir) / "neardup"]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return [_package_dir() / "__pycache__", Path(base) / "neardup"]
 
@@ -136,8 +148,6 @@ def _module_name(group: str, entries: list[Any], part: int) -> str:
 
 def module_paths(group: str) -> list[Path]:
     """The built modules of ``group`` (all its parts, or none)."""
-    from neardup.kernels._warm import kernel_groups
-
     entries = kernel_groups()[group]
     found: list[Path] = []
     for part in range(len(parts(entries))):
@@ -152,8 +162,6 @@ def module_paths(group: str) -> list[Path]:
 def state(group: str) -> str:
     """``"built"``, ``"failed"`` (a build failed for these sources: not retried)
     or ``"missing"``."""
-    from neardup.kernels._warm import kernel_groups
-
     entries = kernel_groups()[group]
     names = [_module_name(group, entries, p) for p in range(len(parts(entries)))]
     for folder in _folders():
@@ -187,8 +195,6 @@ def _registry() -> dict[tuple[str, str], list[tuple[tuple[Any, ...], Any]]]:
     with _lock:
         if _loaded is not None:
             return _loaded
-        from neardup.kernels._warm import kernel_groups
-
         found: dict[tuple[str, str], list[tuple[tuple[Any, ...], Any]]] = {}
         try:
             groups = kernel_groups() if _enabled else {}
@@ -242,8 +248,6 @@ def build(group: str, part: int) -> Path:
     their module, in this process, which must not have run a kernel under the JIT
     yet (the caller runs it in a fresh worker).  Returns the module's path; raises
     on failure after leaving the ``.failed`` note."""
-    from neardup.kernels._warm import kernel_groups
-
     entries = kernel_groups()[group]
     name = _module_name(group, entries, part)
     chosen = parts(entries)[part]
@@ -279,10 +283,10 @@ def _fsync_dir(folder: Path) -> None:
 def _compile(name: str, entries: list[tuple[int, Any]], out: Path) -> Path:
     from llvmlite import binding
 
-    from neardup.kernels._kernel import serial_process
-    from neardup.kernels._warm import _type
-
-    serial_process()
+    global serial
+    if dispatchers_made and not serial:
+        raise RuntimeError("the native kernels are built in a fresh process")
+    serial = True
     pycc: Any = importlib.import_module("numba.pycc")
     pycc_compiler: Any = importlib.import_module("numba.pycc.compiler")
     base: Any = pycc_compiler.Flags
@@ -320,7 +324,7 @@ def _compile(name: str, entries: list[tuple[int, Any]], out: Path) -> Path:
         cc.verbose = False
         for i, (mod, func, spec, _) in entries:
             k = getattr(importlib.import_module(f"neardup.{mod}"), func)
-            cc.export(f"k{i}", tuple(_type(s) for s in spec))(k.dispatcher.py_func)
+            cc.export(f"k{i}", tuple(numba_type(s) for s in spec))(k.dispatcher.py_func)
         cc.compile()
     finally:
         pycc_compiler.Flags = base

@@ -25,60 +25,19 @@ first call, as before; the command line announces each such compile
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import sys
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from importlib import resources
 from typing import Any
 
 from neardup.core._errors import InvalidConfig
+from neardup.kernels._manifest import Entry, kernel_groups, numba_type
 
-__all__ = ["MANIFEST", "announce_compiles", "compile_kernels", "kernel_groups"]
+__all__ = ["announce_compiles", "compile_kernels"]
 
-Entry = tuple[str, str, list[Any], float]
 _announcing = False
-
-MANIFEST = "manifest.json"
-"""The kernel manifest's file name in the ``neardup.kernels`` package (package data)."""
-
-
-def kernel_groups() -> dict[str, list[Entry]]:
-    """The kernels each kind of run calls from Python: group -> entries (module below
-    ``neardup``, function, argument types as :func:`_type` spells them, compile
-    seconds measured on the machine that generated the manifest).
-
-    Read from :data:`MANIFEST`, shipped inside the package (so it works from a
-    wheel or a zip), each call afresh: the caller may change what it gets.
-    """
-    text = resources.files("neardup.kernels").joinpath(MANIFEST).read_text(encoding="utf-8")
-    return {
-        str(g): [(str(m), str(f), list(s), float(t)) for m, f, s, t in es]
-        for g, es in json.loads(text).items()
-    }
-
-
-def _type(spec: Any) -> Any:
-    """A numba type from the manifest's spelling of it (data, never evaluated)."""
-    from numba.core import types as numba_types
-
-    types: Any = numba_types
-
-    if isinstance(spec, str):
-        t = getattr(types, {"bool": "boolean"}.get(spec, spec), None)
-        if not isinstance(t, types.Type):
-            raise ValueError(f"unknown scalar type {spec!r}")
-        return t
-    kind = spec[0]
-    if kind == "array":
-        return types.Array(_type(spec[1]), int(spec[2]), str(spec[3]), readonly=bool(spec[4]))
-    if kind == "unituple":
-        return types.UniTuple(_type(spec[1]), int(spec[2]))
-    if kind == "dict":
-        return types.DictType(_type(spec[1]), _type(spec[2]))
-    raise ValueError(f"unknown type spelling {spec!r}")
 
 
 def _dispatcher(entry: Entry) -> Any:
@@ -92,7 +51,7 @@ def _cached(entry: Entry) -> bool | None:
     compiled ahead and kernels compile on first call, as without this module)."""
     try:
         disp = _dispatcher(entry)
-        sig = tuple(_type(s) for s in entry[2])
+        sig = tuple(numba_type(s) for s in entry[2])
         if tuple(sig) in disp.overloads:
             return True
         cache = disp._cache
@@ -114,7 +73,7 @@ def _compile_one(entry: Entry) -> tuple[str, float]:
 
     start_numba()
     t0 = time.perf_counter()
-    _dispatcher(entry).compile(tuple(_type(s) for s in entry[2]))
+    _dispatcher(entry).compile(tuple(numba_type(s) for s in entry[2]))
     return entry[1], time.perf_counter() - t0
 
 
