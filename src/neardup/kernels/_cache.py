@@ -32,11 +32,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dependencies", "kernel_cache_class", "source_stamp"]
+__all__ = ["NOT_KERNEL_CODE", "dependencies", "kernel_cache_class", "source_stamp"]
 
 _PACKAGE = "neardup.kernels"
 
-_NOT_KERNEL_CODE = frozenset(
+NOT_KERNEL_CODE = frozenset(
     {"_cache", "_kernel", "_manifest", "_native", "_warm", "_jit", "threads"}
 )
 """Modules that wrap, build or schedule kernels but hold no code a kernel runs:
@@ -85,7 +85,7 @@ def _direct_imports(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
             names.update(
                 a.name.split(".")[2] for a in node.names if a.name.startswith(_PACKAGE + ".")
             )
-    files = (here / f"{n}.py" for n in sorted(names - _NOT_KERNEL_CODE))
+    files = (here / f"{n}.py" for n in sorted(names - NOT_KERNEL_CODE))
     return tuple(str(f) for f in files if f.is_file())
 
 

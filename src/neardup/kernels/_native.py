@@ -32,6 +32,7 @@ the per-user cache folder (``$XDG_CACHE_HOME/neardup`` or ``~/.cache/neardup``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.machinery
@@ -46,7 +47,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from neardup.kernels._cache import source_stamp
+from neardup.kernels._cache import NOT_KERNEL_CODE
 from neardup.kernels._manifest import kernel_groups, numba_type
 
 __all__ = [
@@ -116,13 +117,23 @@ def _suffix() -> str:
     return importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
-def _identity(group: str, entries: list[Any]) -> str:
+@functools.cache
+def _kernel_sources() -> str:
+    """One digest of every file of kernel code (each run computes it: reading the
+    files is cheaper than following their imports, and an edit of any of them
+    rebuilding every group is a price paid only while developing)."""
     h = hashlib.sha256()
-    modules = sorted({e[0] for e in entries})
+    folder = Path(__file__).resolve().parent
+    for f in sorted(folder.glob("*.py")):
+        if f.stem not in NOT_KERNEL_CODE:
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _identity(group: str, entries: list[Any]) -> str:
     parts: list[Any] = [_FORMAT, group, entries, sys.version, _suffix(), _cpu(), _numba_version()]
-    parts += [(m, source_stamp(_package_dir() / (m.replace(".", "/") + ".py"))) for m in modules]
-    h.update(json.dumps(parts, sort_keys=True, default=str).encode())
-    return h.hexdigest()[:20]
+    parts.append(_kernel_sources())
+    return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:20]
 
 
 PARTS = 2
