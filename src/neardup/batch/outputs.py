@@ -36,6 +36,7 @@ from neardup.core.leftovers import (
     release,
     sweep,
 )
+from neardup.core.persist import fsync_dir
 
 __all__ = [
     "ClusterLines",
@@ -62,14 +63,6 @@ def _fsync_tree(path: str) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -196,7 +189,7 @@ def _swap(tmp: str, output: str) -> None:
     old = None
     with critical():
         disown(tmp)
-        _fsync_dir(tmp)  # the owner file's removal
+        fsync_dir(tmp)  # the owner file's removal
         if os.path.exists(output):
             old = tempfile.mkdtemp(prefix=".neardup-old-", dir=parent)
             os.rmdir(old)
@@ -205,7 +198,7 @@ def _swap(tmp: str, output: str) -> None:
                 adopt(old, f"the replaced output {old}")
         os.rename(tmp, output)
         note_written(output)
-    _fsync_dir(parent)
+    fsync_dir(parent)
     if old is not None:
         if os.path.isdir(old) and not os.path.islink(old):
             release(old)

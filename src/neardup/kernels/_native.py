@@ -259,6 +259,8 @@ def build(group: str, part: int) -> Path:
     their module, in this process, which must not have run a kernel under the JIT
     yet (the caller runs it in a fresh worker).  Returns the module's path; raises
     on failure after leaving the ``.failed`` note."""
+    from neardup.core.persist import fsync_dir
+
     entries = kernel_groups()[group]
     name = _module_name(group, entries, part)
     chosen = parts(entries)[part]
@@ -270,7 +272,7 @@ def build(group: str, part: int) -> Path:
                 made = _compile(name, [(i, entries[i]) for i in chosen], Path(tmp))
                 final = folder / made.name
                 os.replace(made, final)
-                _fsync_dir(folder)
+                fsync_dir(str(folder))
                 return final
         except PermissionError as exc:
             errors.append(f"{folder}: {exc}")
@@ -281,14 +283,6 @@ def build(group: str, part: int) -> Path:
                 note.write_text(f"{type(exc).__name__}: {exc}\n", encoding="utf-8")
             raise
     raise PermissionError("no writable folder for the native kernels: " + "; ".join(errors))
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _compile(name: str, entries: list[tuple[int, Any]], out: Path) -> Path:
