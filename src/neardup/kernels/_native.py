@@ -90,6 +90,7 @@ def _folders() -> list[Path]:
     return [_package_dir() / "__pycache__", Path(base) / "neardup"]
 
 
+@functools.cache
 def _cpu() -> str:
     """This machine's CPU model and features (a module is built for them)."""
     try:
@@ -103,6 +104,7 @@ def _cpu() -> str:
         return f"{platform.machine()} {platform.processor()}"
 
 
+@functools.cache
 def _numba_version() -> str:
     spec = importlib.util.find_spec("numba")
     if spec is None or spec.origin is None:
