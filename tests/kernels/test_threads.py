@@ -81,3 +81,38 @@ def test_split_rows_propagates_a_part_failure() -> None:
 
     with limited_threads(min(2, max_threads())), pytest.raises(ValueError, match="part at"):
         split_rows(100_000, run, grain=1000)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 8])
+def test_run_calls_makes_each_call_once_on_at_most_the_threads_asked(threads: int) -> None:
+    from neardup.kernels.threads import run_calls
+
+    seen: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def call(i: int) -> None:
+        with lock:
+            seen.append((i, threading.current_thread().name))
+
+    run_calls([lambda i=i: call(i) for i in range(50)], threads, name="probe")
+    assert sorted(i for i, _ in seen) == list(range(50))
+    names = {name for _, name in seen}
+    assert len(names) <= threads
+    assert threading.current_thread().name in names or threads > 1
+    assert not [t for t in threading.enumerate() if t.name.startswith("probe_")]
+
+
+def test_run_calls_raises_the_first_failure_in_order_after_every_call_ran() -> None:
+    from neardup.kernels.threads import run_calls
+
+    ran: list[int] = []
+
+    def call(i: int) -> None:
+        ran.append(i)
+        if i in (3, 7):
+            raise KeyError(i)
+
+    with pytest.raises(KeyError) as info:
+        run_calls([lambda i=i: call(i) for i in range(10)], 2, name="probe")
+    assert info.value.args == (3,)
+    assert sorted(ran) == list(range(10))

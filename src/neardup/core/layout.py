@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from neardup.core._errors import InvalidConfig, NoFeasibleParameters
 from neardup.core.checks import check_float, check_int, check_layout_targets
@@ -182,6 +181,8 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> tu
         raise InvalidConfig("confidence", confidence, "must be in (0, 1)", "use e.g. 0.95")
     if trials == 0:
         return 0.0, 1.0
+    from statistics import NormalDist  # only for intervals: not every run's import cost
+
     z = NormalDist().inv_cdf(0.5 + confidence / 2)
     p = successes / trials
     z2n = z * z / trials

@@ -30,10 +30,8 @@ import contextlib
 import errno
 import json
 import os
-import secrets
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -90,10 +88,22 @@ def critical() -> Iterator[None]:
             _stop(_pending[0])
 
 
+def _hostname() -> str:
+    """This machine's name, as :func:`socket.gethostname` gives it."""
+    # os.uname is the same system call; socket and secrets are not imported at the
+    # start of every run for one name and one random suffix.
+    uname = getattr(os, "uname", None)
+    if uname is not None:
+        return str(uname().nodename)
+    import socket  # pragma: no cover - not POSIX
+
+    return socket.gethostname()  # pragma: no cover
+
+
 def _owner_record() -> dict[str, object]:
     return {
         "pid": os.getpid(),
-        "host": socket.gethostname(),
+        "host": _hostname(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": sys.argv[:8],
     }
@@ -141,7 +151,7 @@ def owned_folder(prefix: str, parent: str, what: str) -> str:
 def _rename_claimed(claim: str, prefix: str, parent: str) -> str:
     suffix = os.path.basename(claim)[len(CLAIM_PREFIX) :]
     for attempt in range(_NAME_ATTEMPTS):
-        path = os.path.join(parent, prefix + (suffix if attempt == 0 else secrets.token_hex(6)))
+        path = os.path.join(parent, prefix + (suffix if attempt == 0 else os.urandom(6).hex()))
         if os.path.lexists(path):
             continue
         try:
@@ -257,7 +267,7 @@ def sweep(parent: str, say: Callable[[str], None] = _say) -> list[str]:
     except OSError:
         return []
     removed: list[str] = []
-    here = socket.gethostname()
+    here = _hostname()
     fcntl = file_locks()
     for name in names:
         if not name.startswith((*PREFIXES, CLAIM_PREFIX)):

@@ -262,7 +262,9 @@ def group_clusters(
     if not edges:
         return []
     ea, eb = ab if ab is not None else _ends(edges)
-    touched = np.unique(np.concatenate([ea, eb]))  # ascending
+    both = np.sort(np.concatenate([ea, eb]))
+    # A sort and a neighbour test: np.unique would load numpy.ma for this alone.
+    touched = both[np.r_[True, both[1:] != both[:-1]]]  # ascending
     member_roots = roots[touched]
     by_member = np.argsort(member_roots, kind="stable")  # members stay ascending
     member_list = touched[by_member].tolist()

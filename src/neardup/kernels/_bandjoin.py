@@ -5,7 +5,7 @@ order of a spanning forest."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import functools
 from typing import Any
 
 import numpy as np
@@ -14,7 +14,7 @@ from neardup.kernels import _unionfind as UF
 from neardup.kernels._arrays import append_column, intersect_count
 from neardup.kernels._hashes import U64, fmix64
 from neardup.kernels._kernel import kernel
-from neardup.kernels.threads import get_threads
+from neardup.kernels.threads import get_threads, run_calls
 
 
 @kernel
@@ -244,9 +244,11 @@ def band_runs(keys: Any, active: Any, threads: int) -> Any:
     if lanes == 1:
         _band_runs(keys, idx, 0, 1, counts)
         return counts
-    with ThreadPoolExecutor(max_workers=lanes, thread_name_prefix="neardup-bands") as pool:
-        for fut in [pool.submit(_band_runs, keys, idx, ln, lanes, counts) for ln in range(lanes)]:
-            fut.result()
+    run_calls(
+        [functools.partial(_band_runs, keys, idx, ln, lanes, counts) for ln in range(lanes)],
+        lanes,
+        name="neardup-bands",
+    )
     return counts
 
 

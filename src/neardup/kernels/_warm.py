@@ -29,7 +29,6 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from neardup.core._errors import InvalidConfig
@@ -159,6 +158,7 @@ def compile_kernels(
         )
     t0 = time.perf_counter()
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     from neardup.core.leftovers import handlers_installed
 

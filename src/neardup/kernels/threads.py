@@ -19,12 +19,12 @@ else the cores this process may use).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "get_threads",
     "limited_threads",
     "max_threads",
+    "run_calls",
     "set_threads",
     "split_rows",
 ]
@@ -115,6 +116,54 @@ def split_rows(n: int, run: Callable[[int, int], object], *, grain: int = 2048) 
         return
     parts = min(4 * threads, n // grain)
     bounds = [n * i // parts for i in range(parts + 1)]
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="neardup-rows") as pool:
-        for fut in [pool.submit(run, lo, hi) for lo, hi in itertools.pairwise(bounds)]:
-            fut.result()
+    run_calls(
+        [functools.partial(run, lo, hi) for lo, hi in itertools.pairwise(bounds)],
+        threads,
+        name="neardup-rows",
+    )
+
+
+def run_calls(calls: Sequence[Callable[[], object]], threads: int, *, name: str) -> None:
+    """Make every call of ``calls`` once, on up to ``threads`` threads (the calling
+    thread among them), each thread taking the next call in order when it is free.
+
+    Returns when all have ended; if any raised, the exception of the first such
+    call (in the order given) propagates, the others' are dropped.
+
+    >>> out = []
+    >>> run_calls([lambda i=i: out.append(i) for i in range(5)], 2, name="demo")
+    >>> sorted(out)
+    [0, 1, 2, 3, 4]
+    """
+    # Plain threads rather than concurrent.futures, whose import brings logging:
+    # a fixed cost of every run, for a pool that lives one call.
+    errors: list[tuple[int, BaseException]] = []
+    todo = iter(enumerate(calls))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                item = next(todo, None)
+            if item is None:
+                return
+            i, call = item
+            try:
+                call()
+            except BaseException as exc:  # re-raised below, in the calling thread
+                with lock:
+                    errors.append((i, exc))
+
+    helpers = [
+        threading.Thread(target=work, name=f"{name}_{k}", daemon=True)
+        for k in range(min(threads, len(calls)) - 1)
+    ]
+    for t in helpers:
+        t.start()
+    try:
+        work()
+    finally:
+        for t in helpers:
+            t.join()
+    if errors:
+        raise min(errors, key=lambda e: e[0])[1]
