@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup import NeardupIOError
 from neardup.batch.outputs import commit_output, finish_output, writing
@@ -44,3 +46,56 @@ def test_writing_names_the_path_of_an_os_error(tmp_path: Path) -> None:
     with pytest.raises(NeardupIOError) as info, writing(target):
         open(target, "w").close()
     assert os.path.basename(target) in str(info.value)
+
+
+_ids = st.one_of(
+    st.text(max_size=6),
+    st.integers(-(2**70), 2**70),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.booleans(),
+)
+_scores = st.one_of(st.none(), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    ids=st.lists(_ids, min_size=2, max_size=6),
+    metric=st.sampled_from(["jaccard", "cosine", "l2", "l1", "weighted_jaccard"]),
+    score=_scores,
+    estimate=_scores,
+    band=st.one_of(st.none(), st.integers(0, 500)),
+    method=st.sampled_from(["exact", "estimate", "identical"]),
+    number=st.integers(0, 10**9),
+)
+def test_cluster_lines_are_json_dumps_sorted_of_the_record(
+    ids: list[object],
+    metric: str,
+    score: float | None,
+    estimate: float | None,
+    band: int | None,
+    method: str,
+    number: int,
+) -> None:
+    from neardup.batch.outputs import ClusterLines
+    from neardup.graph.cluster import Cluster, Edge
+
+    n = len(ids)
+    edges = tuple(
+        Edge(a=i, b=i + 1, score=score, estimate=estimate, band=band, method=method, metric=metric)
+        for i in range(n - 1)
+    )
+    c = Cluster(id=0, representative=n - 1, members=tuple(range(n)), edges=edges)
+    rec = {
+        "cluster": number,
+        "representative": ids[n - 1],
+        "members": ids,
+        "edges": [
+            {"a": ids[e.a], "b": ids[e.b], "band": band, "estimate": estimate, metric: score,
+             "method": method}
+            for e in edges
+        ],
+    }
+    lines = ClusterLines(ids)
+    assert lines.line(number, c) == json.dumps(rec, ensure_ascii=False, sort_keys=True)
+    assert lines.line(number, c) == lines.line(number, c)  # the memo changes nothing

@@ -234,11 +234,17 @@ def test_text_column_is_the_sequence_of_its_texts(
     start, stop = data.draw(st.integers(-8, 8)), data.draw(st.integers(-8, 8))
     step = data.draw(st.sampled_from([1, 2, -1]))
     assert col[start:stop:step] == want[start:stop:step]
+    if want:
+        some = data.draw(st.lists(st.integers(0, len(want) - 1), max_size=20))
+        assert col.encoded_many(some) == [want[i].encode() for i in some]
+    assert col.encoded_many([]) == []
     for i in (len(want), -len(want) - 1):
         with pytest.raises(IndexError):
             col[i]
         with pytest.raises(IndexError):
             col.encoded(i)
+        with pytest.raises(IndexError):
+            col.encoded_many([0, i] if want else [i])
 
 
 def test_text_column_appends_after_a_block_and_is_unhashable() -> None:

@@ -260,6 +260,7 @@ class ClusterLines:
         self._ids = ids
         self._encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
         self._memo: dict[Any, str] = {}
+        self._formats: dict[str, str] = {}
 
     def _value(self, v: Any) -> str:
         t = type(v)
@@ -275,19 +276,30 @@ class ClusterLines:
             got = self._memo[key] = self._encode(v)
         return got
 
+    def _edge_format(self, metric: str) -> str:
+        """The ``str.format`` template of an edge whose score is named ``metric``:
+        the keys encoded and sorted once, not once per edge."""
+        got = self._formats.get(metric)
+        if got is None:
+            slot = {"a": "a", "b": "b", "band": "band", "estimate": "estimate", "method": "method"}
+            slot[metric] = "score"
+            parts = [
+                self._encode(k).replace("{", "{{").replace("}", "}}") + ": {" + slot[k] + "}"
+                for k in sorted(slot)
+            ]
+            got = self._formats[metric] = "{{" + ", ".join(parts) + "}}"
+        return got
+
     def _edge(self, e: Any) -> str:
         ids, val = self._ids, self._value
-        fields = sorted(
-            [
-                ("a", val(ids[e.a])),
-                ("b", val(ids[e.b])),
-                ("band", val(e.band)),
-                ("estimate", val(e.estimate)),
-                (e.metric, val(e.score)),
-                ("method", val(e.method)),
-            ]
+        return self._edge_format(e.metric).format(
+            a=val(ids[e.a]),
+            b=val(ids[e.b]),
+            band=val(e.band),
+            estimate=val(e.estimate),
+            score=val(e.score),
+            method=val(e.method),
         )
-        return "{" + ", ".join(f"{self._encode(k)}: {v}" for k, v in fields) + "}"
 
     def line(self, new_id: int, c: Any) -> str:
         """The line of cluster ``c`` (a text or vector cluster) numbered ``new_id``."""

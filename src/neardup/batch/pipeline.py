@@ -236,7 +236,7 @@ def find_duplicates(
         progress=progress,
         timings=timings,
         t0=t0,
-        raw_of=getattr(texts, "encoded", texts.__getitem__),
+        raw_of=getattr(texts, "encoded_many", None) or (lambda ids: [texts[i] for i in ids]),
         scripts=hashed.scripts,
     )
 
@@ -256,7 +256,7 @@ def dedup_sets(
     progress: Callable[[str, int, int], None] | None = None,
     timings: dict[str, float] | None = None,
     t0: float | None = None,
-    raw_of: Callable[[int], str | bytes] | None = None,
+    raw_of: Callable[[list[int]], Sequence[str | bytes]] | None = None,
     scripts: npt.NDArray[np.uint8] | None = None,
 ) -> DedupResult:
     """The stages after hashing, on shingle sets and signatures already computed.
@@ -267,8 +267,8 @@ def dedup_sets(
     duplicates are found (a batch run computes them meanwhile, in a thread).
     ``text_of(i)`` (the normalized UTF-8 text of new document ``i``) confirms exact
     duplicates byte for byte; without it equal content hashes are confirmed by
-    equal shingle-hash sets.  ``raw_of(i)`` (the original text of new document
-    ``i``), when given, confirms equal originals without normalizing them.
+    equal shingle-hash sets.  ``raw_of([i, ...])`` (the original texts of new
+    documents), when given, confirms equal originals without normalizing them.
     ``scripts`` (the script id of each new document) is passed on to the result.
     """
     cfg = config

@@ -12,6 +12,7 @@ and the vector calculators share :func:`candidate_probability`.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -69,6 +70,12 @@ def default_layout(threshold: float, num_perm: int, *, recall: float = 0.995) ->
     recall = check_float("recall", recall, "use e.g. 0.995")
     if not 0.0 <= threshold <= 1.0:
         raise InvalidConfig("threshold", threshold, "must be in [0, 1]", "use e.g. 0.8")
+    return _searched_layout(threshold, num_perm, recall)
+
+
+@functools.lru_cache(maxsize=256)
+def _searched_layout(threshold: float, num_perm: int, recall: float) -> tuple[int, int]:
+    # A pure function of its arguments, asked for at every Config.layout access.
     best: tuple[float, int, int] | None = None
     fallback: tuple[float, int, int] | None = None
     for r in range(1, num_perm + 1):

@@ -324,6 +324,38 @@ class TextColumn(Sequence[str]):
             return got.encode()
         return buf[offsets[j] : offsets[j + 1]].tobytes()
 
+    def encoded_many(self, indices: Sequence[int]) -> list[bytes]:
+        """``[self.encoded(i) for i in indices]`` (each index in range), at a
+        fraction of the per-call cost when there are thousands."""
+        n = len(self)
+        out: list[bytes] = []
+        if not indices:
+            return out
+        where = np.asarray(indices, dtype=np.int64)
+        if where.min() < 0 or where.max() >= n:
+            bad = int(where[(where < 0) | (where >= n)][0])
+            raise IndexError(bad)
+        part_of = np.searchsorted(np.asarray(self._ends), where, side="right").tolist()
+        starts = [0, *self._ends[:-1]]
+        flat: dict[int, tuple[bytes, list[int]]] = {}  # part -> (buffer, offsets), on first use
+        for i, k in zip(where.tolist(), part_of, strict=True):
+            part = self._parts[k]
+            j = i - starts[k]
+            if isinstance(part, list):
+                out.append(part[j].encode())
+                continue
+            buf, offsets, others = part
+            got = others.get(j)
+            if got is not None:
+                out.append(got.encode())
+                continue
+            got_flat = flat.get(k)
+            if got_flat is None:
+                got_flat = flat[k] = (buf.tobytes(), offsets.tolist())
+            whole, bounds = got_flat
+            out.append(whole[bounds[j] : bounds[j + 1]])
+        return out
+
     @overload
     def __getitem__(self, i: int) -> str: ...
 
