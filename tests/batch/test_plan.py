@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from neardup import Config, RunOptions, ShingleSpec, run_dedup
-from neardup.batch.plan import MIN_WORD_RATE, in_memory_plan, shingle_rate
+from neardup.batch.plan import MAX_SHINGLES_PER_BYTE, MIN_WORD_RATE, in_memory_plan, shingle_rate
 from neardup.core.config import scratch_bytes
 from neardup.io.corpus import input_bytes
 from neardup.testing import synthetic_documents
@@ -127,3 +129,46 @@ def test_a_second_plan_of_unchanged_files_reads_no_sample(
     src.write_text('{"text": "the quick brown fox jumps"}\n' * 70, encoding="utf-8")
     assert in_memory_plan([str(src)], Config()) != first
     assert len(calls) == 2
+
+
+def test_a_limit_that_even_the_bound_fits_reads_no_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from neardup.batch import plan as plan_module
+
+    calls: list[list[str]] = []
+    real = plan_module.text_sample
+
+    def counting(inputs: Any, **kw: Any) -> Any:
+        calls.append(list(inputs))
+        return real(inputs, **kw)
+
+    monkeypatch.setattr(plan_module, "text_sample", counting)
+    plan_module._rate.cache_clear()
+    src = tmp_path / "zh.jsonl"
+    _write(src, _chinese(200, seed=9))
+    size = input_bytes([str(src)])
+    bound = scratch_bytes(size) + size * (3 + 8 * MAX_SHINGLES_PER_BYTE)
+    assert in_memory_plan([str(src)], Config(), limit=bound) == bound
+    assert calls == []
+    sampled = in_memory_plan([str(src)], Config(), limit=bound - 1)
+    assert len(calls) == 1
+    assert sampled == in_memory_plan([str(src)], Config()) < bound
+
+
+@settings(max_examples=60, deadline=None)  # a hashing kernel call each
+@given(
+    texts=st.lists(
+        st.text(st.sampled_from("a \u00e9\ufdfa\u4e2d\u3000\ufb01.\U0001f600"), max_size=40),
+        min_size=1,
+        max_size=5,
+    ),
+    kind=st.sampled_from(["word", "char"]),
+)
+def test_no_input_byte_gives_more_shingles_than_the_bound(texts: list[str], kind: str) -> None:
+    # U+FDFA is the longest NFKC expansion (18 characters, four words), U+FB01
+    # a ligature; the bound must hold for the text bytes alone, before JSON adds any.
+    cfg = Config(shingle=ShingleSpec(kind=kind, k=1 if kind == "word" else 3))
+    raw = hash_documents(texts, cfg).raw_counts
+    for t, n in zip(texts, raw.tolist(), strict=True):
+        assert n <= MAX_SHINGLES_PER_BYTE * len(t.encode())

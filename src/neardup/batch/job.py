@@ -230,7 +230,8 @@ def run_dedup(
         check_writable(save_index)
     with staged_output(None if dry_run else output, overwrite, protect) as tmp:
         t0 = time.perf_counter()
-        plan = in_memory_plan(inputs, cfg)
+        # With --spill the plan may be shown (_refuse_out_of_core): the estimate then.
+        plan = in_memory_plan(inputs, cfg, limit=None if run.spill else run.memory_limit)
         if run.spill or plan > run.memory_limit:
             if not streamable(inputs):
                 _refuse_out_of_core(inputs, plan, run.memory_limit, run.spill)

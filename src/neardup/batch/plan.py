@@ -44,7 +44,7 @@ from neardup.io.corpus import input_bytes, text_sample
 from neardup.text.normalize import get_normalizer
 from neardup.text.words import token_counts
 
-__all__ = ["MIN_WORD_RATE", "in_memory_plan", "shingle_rate"]
+__all__ = ["MAX_SHINGLES_PER_BYTE", "MIN_WORD_RATE", "in_memory_plan", "shingle_rate"]
 
 MIN_WORD_RATE = 1 / 6
 """The fewest ``word`` shingles per input byte a plan assumes."""
@@ -90,10 +90,20 @@ def _rate(
     return max(MIN_WORD_RATE, int(per_doc.sum()) / nbytes)
 
 
-def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
+MAX_SHINGLES_PER_BYTE = 18
+"""The most shingles an input byte can give: a byte holds at most one character,
+NFKC turns a character into at most 18 (U+FDFA), and each starts at most one
+token or character shingle."""
+
+
+def in_memory_plan(inputs: Sequence[str], config: Config, *, limit: int | None = None) -> int:
     """Planned bytes of an in-memory run over ``inputs``: the text held
     :data:`TEXT_COPIES` times, 8 bytes per shingle at :func:`shingle_rate`, and the
     hashing scratch, from the inputs' sizes on disk (:func:`input_bytes`).
+
+    With ``limit``, inputs so small that even :data:`MAX_SHINGLES_PER_BYTE` keeps
+    the plan within it get that bound instead, without sampling them: the same
+    answer to ``plan <= limit``, for a fraction of a small run's time.
 
     >>> import os, tempfile
     >>> from neardup import Config
@@ -105,4 +115,8 @@ def in_memory_plan(inputs: Sequence[str], config: Config) -> int:
     True
     """
     total = input_bytes(inputs)
+    if limit is not None:
+        bound = scratch_bytes(total) + total * (TEXT_COPIES + 8 * MAX_SHINGLES_PER_BYTE)
+        if bound <= limit:
+            return bound
     return scratch_bytes(total) + int(total * (TEXT_COPIES + 8 * shingle_rate(inputs, config)))

@@ -319,7 +319,8 @@ def _prefetch(inputs: list[str], cfg: Config, run: RunOptions) -> Prefetch | Non
     from neardup.io.corpus import Prefetch
 
     try:
-        in_memory = not run.spill and in_memory_plan(inputs, cfg) <= run.memory_limit
+        limit = run.memory_limit
+        in_memory = not run.spill and in_memory_plan(inputs, cfg, limit=limit) <= limit
     except OSError:
         return None  # the reader words the error
     return Prefetch(inputs) if in_memory else None
