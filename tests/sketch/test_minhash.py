@@ -215,3 +215,27 @@ def test_bad_hex_is_refused_with_the_fix(text: str, match: str) -> None:
     assert "fix:" in str(info.value)
     with pytest.raises(InvalidConfig):
         Signature.from_bytes(b"\x00" * 12, scheme)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.sampled_from([0, 1, 5, 4095, 9000]),
+    span=st.tuples(st.integers(0, 21), st.integers(0, 21)).map(sorted),
+    seed=st.integers(0, 2**64 - 1),
+)
+def test_band_keys_are_the_same_in_either_memory_order(n: int, span: list[int], seed: int) -> None:
+    from neardup.kernels.threads import limited_threads, max_threads
+    from neardup.sketch.minhash import SignatureSet
+
+    lo, hi = span
+    scheme = MinHasher(Config(num_perm=126, bands=21, rows=6)).signatures(["x"]).scheme
+    rng = np.random.default_rng(n)
+    matrix = rng.integers(0, 2**32, size=(n, 126), dtype=np.uint64).astype(np.uint32)
+    ss = SignatureSet(matrix, scheme)
+    for threads in {1, min(2, max_threads())}:
+        with limited_threads(threads):
+            c = ss.band_keys(seed=seed, lo=lo, hi=hi)
+            f = ss.band_keys(seed=seed, lo=lo, hi=hi, order="F")
+        assert c.shape == f.shape == (n, hi - lo)
+        assert f.flags.f_contiguous
+        assert np.array_equal(c, f)

@@ -12,6 +12,7 @@ own while the rest is encoded); an out-of-core run streams its records
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -41,8 +42,14 @@ def touching_clusters(result: DedupResult) -> tuple[list[Cluster], npt.NDArray[n
     n_prior = result.n_prior
     touching = [c for c in result.clusters if c.members[-1] >= n_prior]
     cluster_of = np.full(len(result.duplicate_of), -1, dtype=np.int64)
-    for new_id, c in enumerate(touching):
-        cluster_of[list(c.members)] = new_id
+    if touching:
+        sizes = np.fromiter((len(c.members) for c in touching), dtype=np.int64, count=len(touching))
+        members = np.fromiter(
+            itertools.chain.from_iterable(c.members for c in touching),
+            dtype=np.int64,
+            count=int(sizes.sum()),
+        )
+        cluster_of[members] = np.repeat(np.arange(len(touching), dtype=np.int64), sizes)
     return touching, cluster_of
 
 

@@ -9,6 +9,7 @@ timings), so it is reproducible byte for byte.
 
 from __future__ import annotations
 
+import heapq
 import html
 import struct
 import zlib
@@ -202,7 +203,7 @@ def highlight_spans(text: str, spans: list[tuple[int, int]], limit: int = _SHOWN
 
 def largest_clusters(clusters: Sequence[Cluster]) -> list[Cluster]:
     """The clusters a report shows: the largest, ties by cluster id."""
-    return sorted(clusters, key=lambda c: (-len(c), c.id))[:SHOWN_CLUSTERS]
+    return heapq.nsmallest(SHOWN_CLUSTERS, clusters, key=lambda c: (-len(c), c.id))
 
 
 def shown_edges(cluster: Cluster) -> list[Edge]:

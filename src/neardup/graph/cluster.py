@@ -272,13 +272,14 @@ def group_clusters(
     ends = np.r_[starts[1:], len(member_list)]
     edge_roots = roots[ea]
     by_edge = np.argsort(edge_roots, kind="stable")  # edges keep their given order
-    edge_order = by_edge.tolist()
+    ordered_edges = [edges[i] for i in by_edge.tolist()]
     cluster_roots = member_roots[by_member][starts]
     edge_starts = np.searchsorted(edge_roots[by_edge], cluster_roots, side="left").tolist()
     edge_ends = np.searchsorted(edge_roots[by_edge], cluster_roots, side="right").tolist()
     out: list[Cluster] = []
     # Roots are the smallest members, so clusters come in order of their smallest
     # member, as they are numbered.
+    by_first = keep == "first" or lengths is None  # members ascending: the first
     for cid, (s, e, es, ee) in enumerate(
         zip(starts.tolist(), ends.tolist(), edge_starts, edge_ends, strict=True)
     ):
@@ -286,9 +287,11 @@ def group_clusters(
         out.append(
             Cluster(
                 id=cid,
-                representative=choose_representative(members, keep, lengths),
+                representative=(
+                    members[0] if by_first else choose_representative(members, keep, lengths)
+                ),
                 members=members,
-                edges=tuple(edges[i] for i in edge_order[es:ee]),
+                edges=tuple(ordered_edges[es:ee]),
             )
         )
     return out

@@ -93,8 +93,8 @@ def minhash_oph(hashes, indptr, k, seed, out):
 
 def band_keys(sig: Any, band_lo: int, band_hi: int, rows: int, seed: Any, out: Any) -> None:
     """64-bit key per (document, band) for bands [band_lo, band_hi): a mixed chain
-    over the band's rows.  ``out`` is (n, band_hi - band_lo), C or F order: shared
-    out over threads by documents (C) or by bands (F)."""
+    over the band's rows.  ``out`` is (n, band_hi - band_lo), C or F order (same
+    values); shared out over threads by documents."""
     if out.flags.c_contiguous or not out.flags.f_contiguous:
         split_rows(
             sig.shape[0],
@@ -102,12 +102,18 @@ def band_keys(sig: Any, band_lo: int, band_hi: int, rows: int, seed: Any, out: A
             grain=4096,
         )
         return
-    docs = max(1, sig.shape[0])
-    split_rows(
-        band_hi - band_lo,
-        lambda lo, hi: _band_keys(sig, band_lo + lo, band_lo + hi, rows, seed, out[:, lo:hi]),
-        grain=max(1, (1 << 16) // docs),
-    )
+    # F order: each part of the documents is keyed in C order, then copied into
+    # its rows of every column.  The kernel writes a document's bands together;
+    # written straight into F order they would land a column apart each (a cache
+    # line, often a page, per key).
+    nb = band_hi - band_lo
+
+    def part(lo: int, hi: int) -> None:
+        scratch = np.empty((hi - lo, nb), dtype=np.uint64)
+        _band_keys(sig[lo:hi], band_lo, band_hi, rows, seed, scratch)
+        out[lo:hi] = scratch
+
+    split_rows(sig.shape[0], part, grain=4096)
 
 
 @kernel(nogil=True)
