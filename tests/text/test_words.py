@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import unicodedata
 
 import numpy as np
@@ -74,6 +76,35 @@ def _reference_tokens(text: str, tokenizer: int) -> list[str]:
 @given(text=TEXTS)
 def test_word_tokens_follow_the_definition(tokenizer: int, text: str) -> None:
     assert word_tokens(text, tokenizer) == _reference_tokens(text, tokenizer)
+
+
+@pytest.mark.parametrize("tokenizer", [1, 2])
+@given(text=TEXTS)
+def test_word_spans_are_the_pattern_match_spans(tokenizer: int, text: str) -> None:
+    from neardup.text.words import word_pattern, word_spans
+
+    matches = list(word_pattern(tokenizer).finditer(text))
+    assert word_spans(text, tokenizer) == (
+        [m.start() for m in matches],
+        [m.end() for m in matches],
+    )
+
+
+def test_explanations_and_tokens_never_compile_the_pattern() -> None:
+    # Its thousands of ranges take the sre compiler longer than a report's
+    # tokenizing: nothing a run calls may compile it.
+    code = (
+        "from neardup import ShingleSpec\n"
+        "from neardup.text import words\n"
+        "from neardup.verify.explain import shared_shingles, shared_spans\n"
+        "spec = ShingleSpec(kind='word', k=2)\n"
+        "shared_shingles('東京 タワー is tall', '東京 タワー is high', spec)\n"
+        "shared_spans('東京 タワー is tall', '東京 タワー is high', spec)\n"
+        "words.word_tokens('हिन्दी text')\n"
+        "print(words._pattern.cache_info().currsize)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
 
 
 @given(text=TEXTS)

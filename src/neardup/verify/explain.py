@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from neardup.core.config import ShingleSpec
 from neardup.text.normalize import NormalizedText, get_normalizer
-from neardup.text.words import word_pattern
+from neardup.text.words import word_spans
 
 __all__ = ["Explanation", "shared_shingles", "shared_spans", "spans_for_pairs"]
 
@@ -40,8 +40,8 @@ def positioned_shingles(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str
     t = nt.text
     k = spec.k
     if spec.kind == "word":
-        pattern = word_pattern(spec.tokenizer)
-        toks = [(m.group(), m.start(), m.end()) for m in pattern.finditer(t)]
+        firsts, ends = word_spans(t, spec.tokenizer)
+        toks = [(t[a:b], a, b) for a, b in zip(firsts, ends, strict=True)]
         if not toks:
             return []
         span = min(k, len(toks))
@@ -59,7 +59,8 @@ def _shingle_strings(t: str, spec: ShingleSpec) -> list[str]:
     """The shingles of :func:`positioned_shingles`, without positions (no offset map needed)."""
     k = spec.k
     if spec.kind == "word":
-        toks = word_pattern(spec.tokenizer).findall(t)
+        firsts, ends = word_spans(t, spec.tokenizer)
+        toks = [t[a:b] for a, b in zip(firsts, ends, strict=True)]
         if not toks:
             return []
         span = min(k, len(toks))
