@@ -90,6 +90,18 @@ def test_word_spans_are_the_pattern_match_spans(tokenizer: int, text: str) -> No
     )
 
 
+@pytest.mark.parametrize("tokenizer", [1, 2])
+@given(texts=st.lists(TEXTS, max_size=5))
+def test_word_spans_of_many_texts_are_each_texts_spans(tokenizer: int, texts: list[str]) -> None:
+    from neardup.text.words import word_pattern, word_spans_many
+
+    want = []
+    for t in texts:
+        matches = list(word_pattern(tokenizer).finditer(t))
+        want.append(([m.start() for m in matches], [m.end() for m in matches]))
+    assert word_spans_many(texts, tokenizer) == want
+
+
 def test_explanations_and_tokens_never_compile_the_pattern() -> None:
     # Its thousands of ranges take the sre compiler longer than a report's
     # tokenizing: nothing a run calls may compile it.

@@ -47,3 +47,20 @@ def test_spans_for_pairs_equals_shared_spans(texts: list[str], data: st.DataObje
         for (a, b), (sa, sb) in zip(pairs, got, strict=True):
             ex = shared_spans(texts[a], texts[b], spec)
             assert (sa, sb) == (ex.spans_a, ex.spans_b)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    texts=st.lists(_TEXT, min_size=1, max_size=6),
+    spec=_SPEC,
+    data=st.data(),
+)
+def test_shared_shingles_of_pairs_equal_shared_shingles(
+    texts: list[str], spec: ShingleSpec, data: st.DataObject
+) -> None:
+    from neardup.verify.explain import shared_shingles_of_pairs
+
+    index = st.integers(0, len(texts) - 1)
+    pairs = data.draw(st.lists(st.tuples(index, index), max_size=8))
+    got = shared_shingles_of_pairs(dict(enumerate(texts)), pairs, spec)
+    assert got == [shared_shingles(texts[a], texts[b], spec) for a, b in pairs]

@@ -261,9 +261,15 @@ class ClusterLines:
         self._encode = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
         self._memo: dict[Any, str] = {}
         self._formats: dict[str, str] = {}
+        self._strs: dict[str, str] = {}
 
     def _value(self, v: Any) -> str:
         t = type(v)
+        if t is str:  # most ids: a memo keyed by the string itself, no tuple
+            got_str = self._strs.get(v)
+            if got_str is None:
+                got_str = self._strs[v] = self._encode(v)
+            return got_str
         if t is int:
             return str(v)
         if t is float and math.isfinite(v):
@@ -304,8 +310,8 @@ class ClusterLines:
     def line(self, new_id: int, c: Any) -> str:
         """The line of cluster ``c`` (a text or vector cluster) numbered ``new_id``."""
         ids, val = self._ids, self._value
-        edges = ", ".join(self._edge(e) for e in c.edges)
-        members = ", ".join(val(ids[m]) for m in c.members)
+        edges = ", ".join([self._edge(e) for e in c.edges])
+        members = ", ".join([val(ids[m]) for m in c.members])
         return (
             f'{{"cluster": {new_id}, "edges": [{edges}], "members": [{members}], '
             f'"representative": {val(ids[c.representative])}}}'

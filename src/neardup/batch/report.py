@@ -21,7 +21,7 @@ from neardup.batch.pipeline import DedupResult
 from neardup.core.config import Config
 from neardup.graph.cluster import Cluster, Edge
 from neardup.sketch.lsh import candidate_probability
-from neardup.verify.explain import shared_shingles, shared_spans
+from neardup.verify.explain import shared_shingles_of_pairs, shared_spans
 
 __all__ = [
     "cluster_heading",
@@ -341,12 +341,15 @@ def render_report(
             )
         if not shown:
             sections.append("<p class='edge'>all members are identical after normalization</p>")
-    for e in near[:SHINGLE_EDGES]:
-        ta, tb = texts.get(e.a), texts.get(e.b)
-        if ta is not None and tb is not None and len(ta) + len(tb) < 200_000:
-            shingle_counts.update(
-                shared_shingles(ta, tb, config.shingle, normalizer=config.normalizer)
-            )
+    pairs = [
+        (e.a, e.b)
+        for e in near[:SHINGLE_EDGES]
+        if e.a in texts and e.b in texts and len(texts[e.a]) + len(texts[e.b]) < 200_000
+    ]
+    for in_both in shared_shingles_of_pairs(
+        texts, pairs, config.shingle, normalizer=config.normalizer
+    ):
+        shingle_counts.update(in_both)
     top = shingle_counts.most_common(20)
     top_rows = "".join(
         f"<tr><td class='n'>{n}</td><td><code>{html.escape(s[:120])}</code></td></tr>"

@@ -15,14 +15,20 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from neardup.core.config import ShingleSpec
 from neardup.text.normalize import NormalizedText, get_normalizer
-from neardup.text.words import word_spans
+from neardup.text.words import word_spans, word_spans_many
 
-__all__ = ["Explanation", "shared_shingles", "shared_spans", "spans_for_pairs"]
+__all__ = [
+    "Explanation",
+    "shared_shingles",
+    "shared_shingles_of_pairs",
+    "shared_spans",
+    "spans_for_pairs",
+]
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
@@ -57,20 +63,10 @@ def positioned_shingles(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str
 
 def _shingle_strings(t: str, spec: ShingleSpec) -> list[str]:
     """The shingles of :func:`positioned_shingles`, without positions (no offset map needed)."""
-    k = spec.k
     if spec.kind == "word":
         firsts, ends = word_spans(t, spec.tokenizer)
-        toks = [t[a:b] for a, b in zip(firsts, ends, strict=True)]
-        if not toks:
-            return []
-        span = min(k, len(toks))
-        return [" ".join(toks[i : i + span]) for i in range(len(toks) - span + 1)][
-            : spec.max_shingles
-        ]
-    if not t:
-        return []
-    span = min(k, len(t))
-    return [t[i : i + span] for i in range(len(t) - span + 1)][: spec.max_shingles]
+        return _window([t[a:b] for a, b in zip(firsts, ends, strict=True)], spec, " ")
+    return _window(list(t), spec, "")
 
 
 def shared_shingles(
@@ -96,6 +92,58 @@ def shared_shingles(
     common = set(la) & set(_shingle_strings(norm(text_b), char_spec))
     seen: set[str] = set()
     return [x for x in la if x in common and not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+
+
+def shared_shingles_of_pairs(
+    texts: Mapping[int, str],
+    pairs: Sequence[tuple[int, int]],
+    spec: ShingleSpec,
+    *,
+    normalizer: str = "nfkc-casefold",
+) -> list[list[str]]:
+    """``shared_shingles(texts[a], texts[b], ...)`` of every pair, each text
+    normalized once and all of them tokenized in one pass (identical results).
+
+    >>> from neardup import ShingleSpec
+    >>> shared_shingles_of_pairs({0: "a b c", 1: "x a b", 2: "b c"}, [(0, 1), (0, 2)],
+    ...                          ShingleSpec(kind="word", k=2))
+    [['a b'], ['b c']]
+    """
+    norm = get_normalizer(normalizer)
+    char_spec = (
+        spec
+        if spec.kind != "byte"
+        else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
+    )
+    used = sorted({i for pair in pairs for i in pair})
+    normalized = [norm(texts[i]) for i in used]
+    if char_spec.kind == "word":
+        spans = word_spans_many(normalized, char_spec.tokenizer)
+        listed = [
+            _window([t[a:b] for a, b in zip(*sp, strict=True)], char_spec, " ")
+            for t, sp in zip(normalized, spans, strict=True)
+        ]
+    else:
+        listed = [_window(list(t), char_spec, "") for t in normalized]
+    shingles = dict(zip(used, listed, strict=True))
+    out: list[list[str]] = []
+    for a, b in pairs:
+        la = shingles[a]
+        common = set(la) & set(shingles[b])
+        seen: set[str] = set()
+        out.append([x for x in la if x in common and not (x in seen or seen.add(x))])  # type: ignore[func-returns-value]
+    return out
+
+
+def _window(units: list[str], spec: ShingleSpec, sep: str) -> list[str]:
+    """The shingles of ``units`` (tokens or characters) as :func:`_shingle_strings`
+    makes them."""
+    if not units:
+        return []
+    span = min(spec.k, len(units))
+    return [sep.join(units[i : i + span]) for i in range(len(units) - span + 1)][
+        : spec.max_shingles
+    ]
 
 
 def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
