@@ -6,6 +6,7 @@ import dataclasses
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -235,16 +236,19 @@ def test_text_column_is_the_sequence_of_its_texts(
     step = data.draw(st.sampled_from([1, 2, -1]))
     assert col[start:stop:step] == want[start:stop:step]
     if want:
-        some = data.draw(st.lists(st.integers(0, len(want) - 1), max_size=20))
-        assert col.encoded_many(some) == [want[i].encode() for i in some]
-    assert col.encoded_many([]) == []
+        index = st.integers(0, len(want) - 1)
+        pairs = data.draw(st.lists(st.tuples(index, index), max_size=20))
+        a, b = [x for x, _ in pairs], [y for _, y in pairs]
+        got = col.equal_encoded(a, b).tolist()
+        assert got == [want[x].encode() == want[y].encode() for x, y in pairs]
+    assert col.equal_encoded([], []).tolist() == []
     for i in (len(want), -len(want) - 1):
         with pytest.raises(IndexError):
             col[i]
         with pytest.raises(IndexError):
             col.encoded(i)
         with pytest.raises(IndexError):
-            col.encoded_many([0, i] if want else [i])
+            col.equal_encoded([0, i] if want else [i], [0, 0] if want else [0])
 
 
 def test_text_column_appends_after_a_block_and_is_unhashable() -> None:
@@ -305,3 +309,41 @@ def test_checking_a_read_column_builds_none_of_its_strings(
 
     monkeypatch.setattr(TextColumn, "__iter__", no_iteration)
     assert check_texts("texts", texts) is texts
+
+
+def _scanned(texts: list[str], as_str: dict[int, str] | None = None) -> tuple[Any, Any, Any]:
+    others = as_str or {}
+    raw = [b"" if j in others else t.encode() for j, t in enumerate(texts)]
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in raw], out=offsets[1:])
+    return np.frombuffer(b"".join(raw), dtype=np.uint8), offsets, others
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    texts=st.lists(st.sampled_from(["", "a", "ab", "ba", "abc", "abd", "é", "ab "]), max_size=12),
+    layout=st.lists(st.sampled_from(["str", "scanned", "scanned+str"]), min_size=1, max_size=4),
+    data=st.data(),
+)
+def test_equal_encoded_compares_copies_wherever_the_texts_are_held(
+    texts: list[str], layout: list[str], data: st.DataObject
+) -> None:
+    # Few distinct texts, many of one length: equal and unequal pairs, across
+    # parts scanned as bytes, held as str, and str overrides inside a block.
+    col = TextColumn()
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(texts)), max_size=len(layout) - 1)))
+    for kind, lo, hi in zip(layout, [0, *cuts], [*cuts, len(texts)], strict=False):
+        chunk = texts[lo:hi]
+        if kind == "str" or any(not t.isascii() for t in chunk):
+            col.extend(chunk)
+        else:
+            odd = {j: t for j, t in enumerate(chunk) if j % 2} if kind == "scanned+str" else {}
+            if chunk:
+                col.add_encoded(*_scanned(chunk, odd))
+    assert list(col) == texts
+    if not texts:
+        return
+    index = st.integers(0, len(col) - 1)
+    pairs = data.draw(st.lists(st.tuples(index, index), min_size=1, max_size=30))
+    got = col.equal_encoded([x for x, _ in pairs], [y for _, y in pairs]).tolist()
+    assert got == [texts[x] == texts[y] for x, y in pairs]

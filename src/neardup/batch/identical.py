@@ -3,7 +3,8 @@ by content hash and confirmed byte for byte (:func:`exact_groups`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -11,7 +12,13 @@ import numpy.typing as npt
 from neardup.graph.cluster import Edge
 from neardup.text.hashing import ShingleSets
 
-__all__ = ["exact_groups"]
+__all__ = ["RawEqual", "exact_groups"]
+
+RawEqual: TypeAlias = Callable[
+    [npt.NDArray[np.int64], npt.NDArray[np.int64]], npt.NDArray[np.bool_]
+]
+"""``raw_equal(a, b)[t]``: whether documents ``a[t]`` and ``b[t]`` have equal
+original texts (e.g. :meth:`neardup.io.columns.TextColumn.equal_encoded`)."""
 
 
 def exact_groups(
@@ -19,19 +26,19 @@ def exact_groups(
     n_prior: int,
     sets: ShingleSets,
     eligible: npt.NDArray[np.bool_],
-    raw_of: Callable[[list[int]], Sequence[str | bytes]] | None = None,
+    raw_equal: RawEqual | None = None,
 ) -> tuple[list[Edge], npt.NDArray[np.bool_]]:
     """Exact-content duplicate edges and the mask of group leaders.
 
     Equal content hashes are confirmed byte for byte when both texts are at hand
     (``text_of(i - n_prior)`` for the documents from position ``n_prior`` on), else
     (a document from a saved index) by equality of the shingle-hash sets.  Texts are
-    normalized again on demand, for group members only; when ``raw_of`` gives the
-    original texts (``raw_of([i - n_prior, ...])``, many at once), two equal
-    originals are confirmed without normalizing them (normalization is a function
-    of the text, so their normalized bytes are equal).
+    normalized again on demand, for group members only.  ``raw_equal(a, b)``, when
+    given, says for many pairs of new documents at once (positions less
+    ``n_prior``) whether their original texts are equal: a member whose original
+    equals its group's first member's is confirmed without normalizing either
+    (normalization is a function of the text, so their normalized bytes are equal).
     """
-
     idx = np.flatnonzero(eligible)
     leaders = eligible.copy()
     if idx.size < 2:
@@ -42,8 +49,8 @@ def exact_groups(
     starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
     sizes = np.diff(np.r_[starts, hs.shape[0]])
     # Only groups of two or more can hold a duplicate; most hashes are unique, so
-    # the Python loop below runs over the members of those groups alone, gathered
-    # here at once: group by group, ascending within each group.
+    # the work below is on the members of those groups alone, gathered here at
+    # once: group by group, ascending within each group.
     multi = np.flatnonzero(sizes >= 2)
     if multi.size == 0:
         return [], leaders
@@ -52,13 +59,21 @@ def exact_groups(
     offset = np.arange(group.size) - np.repeat(np.cumsum(counts) - counts, counts)
     members = idx[order[np.repeat(starts[multi], counts) + offset]]
     by_group = np.lexsort((members, group))
-    members_list = members[by_group].tolist()
-    bounds = np.r_[0, np.cumsum(counts)].tolist()
-    originals: list[str | bytes | None] = [None] * len(members_list)
-    if raw_of is not None:
-        new = [k for k, m in enumerate(members_list) if m >= n_prior]
-        for k, got in zip(new, raw_of([members_list[k] - n_prior for k in new]), strict=True):
-            originals[k] = got
+    members = members[by_group]
+    group_first = np.cumsum(counts) - counts  # each group's first (smallest) member
+    first_of = members[np.repeat(group_first, counts)]
+    # Most members are copies of their group's first: settled in bulk when the
+    # originals are at hand and equal.
+    settled = np.zeros(members.shape[0], dtype=np.bool_)
+    if raw_equal is not None:
+        ask = np.flatnonzero((members != first_of) & (members >= n_prior) & (first_of >= n_prior))
+        if ask.size:
+            settled[ask] = raw_equal(members[ask] - n_prior, first_of[ask] - n_prior)
+    a_parts = [first_of[settled]]
+    b_parts = [members[settled]]
+    # The rest, group by group as the first member's copies leave them: each
+    # member joins the first earlier distinct content it equals, else starts one.
+    rest_groups = np.unique(group[~settled & (members != first_of)])
     normalized: dict[int, bytes | None] = {}
 
     def norm(i: int) -> bytes | None:
@@ -66,33 +81,33 @@ def exact_groups(
             normalized[i] = text_of(i - n_prior) if text_of is not None and i >= n_prior else None
         return normalized[i]
 
-    firsts_of: list[int] = []  # edge (firsts_of[j], dups_of[j]): a copy and its first
-    dups_of: list[int] = []
-    for g in range(multi.size):
-        lo, hi = bounds[g], bounds[g + 1]
-        firsts: list[int] = []  # positions in members_list
+    bounds = np.r_[0, np.cumsum(counts)].tolist()
+    members_list = members.tolist()
+    settled_list = settled.tolist()
+    more_a: list[int] = []
+    more_b: list[int] = []
+    for g in rest_groups.tolist():
         normalized.clear()
-        for k in range(lo, hi):
-            m, rm = members_list[k], originals[k]
-            for fk in firsts:
-                if rm is not None and rm == originals[fk]:
-                    same = True
-                else:
-                    f = members_list[fk]
-                    eb, fb = norm(m), norm(f)
-                    same = (
-                        eb == fb
-                        if eb is not None and fb is not None
-                        else bool(np.array_equal(sets.get(m), sets.get(f)))
-                    )
+        firsts: list[int] = []
+        for k in range(bounds[g], bounds[g + 1]):
+            if settled_list[k]:
+                continue
+            m = members_list[k]
+            for f in firsts:
+                eb, fb = norm(m), norm(f)
+                same = (
+                    eb == fb
+                    if eb is not None and fb is not None
+                    else bool(np.array_equal(sets.get(m), sets.get(f)))
+                )
                 if same:
-                    firsts_of.append(members_list[fk])
-                    dups_of.append(m)
+                    more_a.append(f)
+                    more_b.append(m)
                     break
             else:
-                firsts.append(k)
-    a = np.asarray(firsts_of, dtype=np.int64)
-    b = np.asarray(dups_of, dtype=np.int64)
+                firsts.append(m)
+    a = np.concatenate([*a_parts, np.asarray(more_a, dtype=np.int64)])
+    b = np.concatenate([*b_parts, np.asarray(more_b, dtype=np.int64)])
     leaders[b] = False
     ordered = np.lexsort((b, a))
     pairs = zip(a[ordered].tolist(), b[ordered].tolist(), strict=True)

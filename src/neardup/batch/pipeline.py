@@ -49,7 +49,7 @@ import numpy.typing as npt
 from neardup.batch.feeder import Hashed
 from neardup.batch.feeder import HashFeeder as HashFeeder
 from neardup.batch.feeder import normalize_and_hash as normalize_and_hash
-from neardup.batch.identical import exact_groups
+from neardup.batch.identical import RawEqual, exact_groups
 from neardup.batch.index import DedupIndex
 from neardup.batch.online import Deduplicator
 from neardup.batch.results import DedupResult, Match, search_stats, size_histogram
@@ -108,6 +108,16 @@ class _Background(Generic[_R]):
         if self._error is not None:
             raise self._error
         return cast(_R, self._value)
+
+
+def _equal_texts(texts: Sequence[str]) -> RawEqual:
+    """:data:`~neardup.batch.identical.RawEqual` over a plain sequence of texts."""
+
+    def equal(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        pairs = zip(a.tolist(), b.tolist(), strict=True)
+        return np.array([texts[x] == texts[y] for x, y in pairs], dtype=np.bool_)
+
+    return equal
 
 
 def _normalized_text(texts: Sequence[str], cfg: Config) -> Callable[[int], bytes]:
@@ -236,7 +246,7 @@ def find_duplicates(
         progress=progress,
         timings=timings,
         t0=t0,
-        raw_of=getattr(texts, "encoded_many", None) or (lambda ids: [texts[i] for i in ids]),
+        raw_equal=getattr(texts, "equal_encoded", None) or _equal_texts(texts),
         scripts=hashed.scripts,
     )
 
@@ -256,7 +266,7 @@ def dedup_sets(
     progress: Callable[[str, int, int], None] | None = None,
     timings: dict[str, float] | None = None,
     t0: float | None = None,
-    raw_of: Callable[[list[int]], Sequence[str | bytes]] | None = None,
+    raw_equal: RawEqual | None = None,
     scripts: npt.NDArray[np.uint8] | None = None,
 ) -> DedupResult:
     """The stages after hashing, on shingle sets and signatures already computed.
@@ -267,8 +277,9 @@ def dedup_sets(
     duplicates are found (a batch run computes them meanwhile, in a thread).
     ``text_of(i)`` (the normalized UTF-8 text of new document ``i``) confirms exact
     duplicates byte for byte; without it equal content hashes are confirmed by
-    equal shingle-hash sets.  ``raw_of([i, ...])`` (the original texts of new
-    documents), when given, confirms equal originals without normalizing them.
+    equal shingle-hash sets.  ``raw_equal(a, b)`` (whether new documents' original
+    texts are equal, many pairs at once), when given, confirms equal originals
+    without normalizing them.
     ``scripts`` (the script id of each new document) is passed on to the result.
     """
     cfg = config
@@ -285,7 +296,7 @@ def dedup_sets(
 
     t2 = time.perf_counter()
     eligible = ~empty & ~too_large
-    exact_edges, leaders = exact_groups(text_of, n_prior, sets, eligible, raw_of)
+    exact_edges, leaders = exact_groups(text_of, n_prior, sets, eligible, raw_equal)
     if prior is not None:
         # Identical edges among indexed documents were found by the earlier run.
         exact_edges = [e for e in exact_edges if e.b >= n_prior]
