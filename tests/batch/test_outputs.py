@@ -91,8 +91,14 @@ def test_cluster_lines_are_json_dumps_sorted_of_the_record(
         "representative": ids[n - 1],
         "members": ids,
         "edges": [
-            {"a": ids[e.a], "b": ids[e.b], "band": band, "estimate": estimate, metric: score,
-             "method": method}
+            {
+                "a": ids[e.a],
+                "b": ids[e.b],
+                "band": band,
+                "estimate": estimate,
+                metric: score,
+                "method": method,
+            }
             for e in edges
         ],
     }

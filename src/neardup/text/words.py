@@ -192,9 +192,7 @@ def word_spans(text: str, tokenizer: int = 2) -> tuple[list[int], list[int]]:
     return word_spans_many([text], tokenizer)[0]
 
 
-def word_spans_many(
-    texts: Sequence[str], tokenizer: int = 2
-) -> list[tuple[list[int], list[int]]]:
+def word_spans_many(texts: Sequence[str], tokenizer: int = 2) -> list[tuple[list[int], list[int]]]:
     """:func:`word_spans` of each text, found in one pass over all of them.
 
     >>> word_spans_many(["a b", "", "中文"])
