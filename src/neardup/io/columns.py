@@ -358,10 +358,9 @@ class TextColumn(Sequence[str]):
         total = int(lengths.sum())
         if total:
             row = np.repeat(np.arange(same.shape[0]), lengths)
-            rel = np.arange(total) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            flat, base = self._flat(np.concatenate([pa[same], pb[same]]))
-            left = flat[np.repeat(base[pa[same]] + sa[same], lengths) + rel]
-            right = flat[np.repeat(base[pb[same]] + sb[same], lengths) + rel]
+            slots = np.cumsum(lengths) - lengths  # where each pair's bytes go
+            left = self._gather(pa[same], sa[same], lengths, slots, total)
+            right = self._gather(pb[same], sb[same], lengths, slots, total)
             differs = np.zeros(same.shape[0], dtype=np.bool_)
             differs[row[left != right]] = True
             out[same] = ~differs
@@ -397,17 +396,30 @@ class TextColumn(Sequence[str]):
                 start[as_str] = length[as_str] = 0
         return length, start, part
 
-    def _flat(
-        self, parts: npt.NDArray[np.int64]
-    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
-        """The buffers of the scanned ``parts`` end to end, and where each part's
-        starts in it (by part number), so that one gather reads them all."""
-        touched = np.unique(parts).tolist()
-        bufs = [held[0] for k in touched if not isinstance(held := self._parts[k], list)]
-        flat = np.concatenate(bufs) if bufs else np.empty(0, dtype=np.uint8)
-        base = np.zeros(len(self._parts), dtype=np.int64)
-        base[touched] = np.concatenate([[0], np.cumsum([b.shape[0] for b in bufs])[:-1]])
-        return flat, base
+    def _gather(
+        self,
+        part: npt.NDArray[np.int64],
+        start: npt.NDArray[np.int64],
+        lengths: npt.NDArray[np.int64],
+        slots: npt.NDArray[np.int64],
+        total: int,
+    ) -> npt.NDArray[np.uint8]:
+        """``total`` bytes: scanned text ``t`` (its ``part``, ``start`` in that part's
+        buffer and length) copied to ``slots[t]`` on.  Part by part, so that the
+        work and memory follow the bytes asked for, not the corpus."""
+        out = np.empty(total, dtype=np.uint8)
+        order = np.argsort(part, kind="stable")
+        ordered = part[order]
+        cuts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True]).tolist()
+        for lo, hi in itertools.pairwise(cuts):
+            held = self._parts[int(ordered[lo])]
+            if isinstance(held, list):  # pragma: no cover - _byte_spans gives them -1
+                continue
+            texts = order[lo:hi]
+            size = lengths[texts]
+            rel = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
+            out[np.repeat(slots[texts], size) + rel] = held[0][np.repeat(start[texts], size) + rel]
+        return out
 
     @overload
     def __getitem__(self, i: int) -> str: ...

@@ -127,8 +127,10 @@ def run_calls(calls: Sequence[Callable[[], object]], threads: int, *, name: str)
     """Make every call of ``calls`` once, on up to ``threads`` threads (the calling
     thread among them), each thread taking the next call in order when it is free.
 
-    Returns when all have ended; if any raised, the exception of the first such
-    call (in the order given) propagates, the others' are dropped.
+    Once a call has raised, no thread starts another (those running finish);
+    then the exception of the first call that raised, in the order given,
+    propagates, the others' are dropped.  So a KeyboardInterrupt in the calling
+    thread stops the work as soon as the running calls end.
 
     >>> out = []
     >>> run_calls([lambda i=i: out.append(i) for i in range(5)], 2, name="demo")
@@ -144,7 +146,7 @@ def run_calls(calls: Sequence[Callable[[], object]], threads: int, *, name: str)
     def work() -> None:
         while True:
             with lock:
-                item = next(todo, None)
+                item = None if errors else next(todo, None)
             if item is None:
                 return
             i, call = item
