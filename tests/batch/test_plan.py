@@ -107,9 +107,10 @@ def test_a_chinese_corpus_over_the_limit_spills_where_the_old_plan_did_not(
     assert in_memory.stats["exact_duplicates"] == 20
 
 
-def test_a_second_plan_of_unchanged_files_reads_no_sample(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def sampled(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The input lists the memory plan reads a sample of, from here on (the plan's
+    cache of earlier samples cleared)."""
     from neardup.batch import plan as plan_module
 
     calls: list[list[str]] = []
@@ -121,6 +122,13 @@ def test_a_second_plan_of_unchanged_files_reads_no_sample(
 
     monkeypatch.setattr(plan_module, "text_sample", counting)
     plan_module._rate.cache_clear()
+    return calls
+
+
+def test_a_second_plan_of_unchanged_files_reads_no_sample(
+    tmp_path: Path, sampled: list[list[str]]
+) -> None:
+    calls = sampled
     src = tmp_path / "zh.jsonl"
     src.write_text('{"text": "一二三四五六七八九十"}\n' * 50, encoding="utf-8")
     first = in_memory_plan([str(src)], Config())
@@ -132,19 +140,9 @@ def test_a_second_plan_of_unchanged_files_reads_no_sample(
 
 
 def test_a_limit_that_even_the_bound_fits_reads_no_sample(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, sampled: list[list[str]]
 ) -> None:
-    from neardup.batch import plan as plan_module
-
-    calls: list[list[str]] = []
-    real = plan_module.text_sample
-
-    def counting(inputs: Any, **kw: Any) -> Any:
-        calls.append(list(inputs))
-        return real(inputs, **kw)
-
-    monkeypatch.setattr(plan_module, "text_sample", counting)
-    plan_module._rate.cache_clear()
+    calls = sampled
     src = tmp_path / "zh.jsonl"
     _write(src, _chinese(200, seed=9))
     size = input_bytes([str(src)])

@@ -193,6 +193,14 @@ def test_lines_of_one_array_are_written_as_spans(
 # TextColumn
 
 
+def _scanned(texts: list[str], as_str: dict[int, str] | None = None) -> tuple[Any, Any, Any]:
+    others = as_str or {}
+    raw = [b"" if j in others else t.encode() for j, t in enumerate(texts)]
+    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in raw], out=offsets[1:])
+    return np.frombuffer(b"".join(raw), dtype=np.uint8), offsets, others
+
+
 @st.composite
 def _text_parts(draw: st.DrawFn) -> tuple[TextColumn, list[str]]:
     """A TextColumn built as readers build it: strings appended, and blocks of
@@ -211,11 +219,7 @@ def _text_parts(draw: st.DrawFn) -> tuple[TextColumn, list[str]]:
             others = {
                 j: draw(st.text(max_size=6)) for j in range(len(ascii_texts)) if draw(st.booleans())
             }
-            buf = b"".join(b"" if j in others else t.encode() for j, t in enumerate(ascii_texts))
-            lengths = [0 if j in others else len(t) for j, t in enumerate(ascii_texts)]
-            offsets = np.zeros(len(ascii_texts) + 1, dtype=np.int64)
-            np.cumsum(lengths, out=offsets[1:])
-            col.add_encoded(np.frombuffer(buf, dtype=np.uint8), offsets, others)
+            col.add_encoded(*_scanned(ascii_texts, others))
             want.extend(others.get(j, t) for j, t in enumerate(ascii_texts))
     return col, want
 
@@ -309,14 +313,6 @@ def test_checking_a_read_column_builds_none_of_its_strings(
 
     monkeypatch.setattr(TextColumn, "__iter__", no_iteration)
     assert check_texts("texts", texts) is texts
-
-
-def _scanned(texts: list[str], as_str: dict[int, str] | None = None) -> tuple[Any, Any, Any]:
-    others = as_str or {}
-    raw = [b"" if j in others else t.encode() for j, t in enumerate(texts)]
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in raw], out=offsets[1:])
-    return np.frombuffer(b"".join(raw), dtype=np.uint8), offsets, others
 
 
 @settings(max_examples=150, deadline=None)

@@ -9,6 +9,7 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from neardup.core.arrays import concat_ranges
 from neardup.graph.cluster import Edge
 from neardup.text.hashing import ShingleSets
 
@@ -56,8 +57,7 @@ def exact_groups(
         return [], leaders
     counts = sizes[multi]
     group = np.repeat(np.arange(multi.size), counts)
-    offset = np.arange(group.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    members = idx[order[np.repeat(starts[multi], counts) + offset]]
+    members = idx[order[concat_ranges(starts[multi], counts)]]
     by_group = np.lexsort((members, group))
     members = members[by_group]
     group_first = np.cumsum(counts) - counts  # each group's first (smallest) member
@@ -69,8 +69,6 @@ def exact_groups(
         ask = np.flatnonzero((members != first_of) & (members >= n_prior) & (first_of >= n_prior))
         if ask.size:
             settled[ask] = raw_equal(members[ask] - n_prior, first_of[ask] - n_prior)
-    a_parts = [first_of[settled]]
-    b_parts = [members[settled]]
     # The rest, group by group as the first member's copies leave them: each
     # member joins the first earlier distinct content it equals, else starts one.
     rest_groups = np.unique(group[~settled & (members != first_of)])
@@ -106,8 +104,8 @@ def exact_groups(
                     break
             else:
                 firsts.append(m)
-    a = np.concatenate([*a_parts, np.asarray(more_a, dtype=np.int64)])
-    b = np.concatenate([*b_parts, np.asarray(more_b, dtype=np.int64)])
+    a = np.concatenate([first_of[settled], np.asarray(more_a, dtype=np.int64)])
+    b = np.concatenate([members[settled], np.asarray(more_b, dtype=np.int64)])
     leaders[b] = False
     ordered = np.lexsort((b, a))
     pairs = zip(a[ordered].tolist(), b[ordered].tolist(), strict=True)

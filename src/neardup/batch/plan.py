@@ -115,8 +115,10 @@ def in_memory_plan(inputs: Sequence[str], config: Config, *, limit: int | None =
     True
     """
     total = input_bytes(inputs)
-    if limit is not None:
-        bound = scratch_bytes(total) + total * (TEXT_COPIES + 8 * MAX_SHINGLES_PER_BYTE)
-        if bound <= limit:
-            return bound
-    return scratch_bytes(total) + int(total * (TEXT_COPIES + 8 * shingle_rate(inputs, config)))
+
+    def planned(rate: float) -> int:
+        return scratch_bytes(total) + int(total * (TEXT_COPIES + 8 * rate))
+
+    if limit is not None and planned(MAX_SHINGLES_PER_BYTE) <= limit:
+        return planned(MAX_SHINGLES_PER_BYTE)
+    return planned(shingle_rate(inputs, config))

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidType, shown
+from neardup.core.arrays import concat_ranges
 from neardup.io._directio import SequentialWriter
 from neardup.io._ids import IdChoice
 from neardup.io.blocks import Block, block_view
@@ -417,8 +418,7 @@ class TextColumn(Sequence[str]):
                 continue
             texts = order[lo:hi]
             size = lengths[texts]
-            rel = np.arange(int(size.sum())) - np.repeat(np.cumsum(size) - size, size)
-            out[np.repeat(slots[texts], size) + rel] = held[0][np.repeat(start[texts], size) + rel]
+            out[concat_ranges(slots[texts], size)] = held[0][concat_ranges(start[texts], size)]
         return out
 
     @overload

@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
 from neardup.core._fingerprint import fingerprint
+from neardup.core.arrays import concat_ranges
 from neardup.core.config import Config, ShingleSpec, check_normalizer
 from neardup.text.hashing import HashKey, SchemeDescriptor, ShingleSets, hash_texts
 from neardup.text.normalize import NormalizedText, get_normalizer
@@ -344,9 +345,7 @@ class EvalIndex:
             doc, h = u // self.keys.size, u % self.keys.size
         lo, hi = self.indptr[h], self.indptr[h + 1]
         reps = hi - lo
-        total = int(reps.sum())
-        within = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(reps) - reps, reps)
-        items = self.item_of[np.repeat(lo, reps) + within]
+        items = self.item_of[concat_ranges(lo, reps)]
         docs = np.repeat(doc, reps)
         pair, shared = np.unique(docs * np.int64(len(self.items)) + items, return_counts=True)
         pdoc, pitem = pair // len(self.items), pair % len(self.items)

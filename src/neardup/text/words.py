@@ -198,20 +198,13 @@ def word_spans_many(texts: Sequence[str], tokenizer: int = 2) -> list[tuple[list
     >>> word_spans_many(["a b", "", "中文"])
     [([0, 2], [1, 3]), ([], []), ([0, 1], [1, 2])]
     """
-    table = word_table(check_tokenizer(tokenizer))
+    check_tokenizer(tokenizer)
     if not texts:
         return []
-    # Texts joined by a character of class 0, so that no token spans two of them.
-    joined = "\n".join(texts)
-    cls = table[np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype="<u4")]
-    pos = np.arange(cls.shape[0])
-    last = np.maximum.accumulate(np.where(cls != 3, pos, -1))
-    before = np.concatenate([np.zeros(1, np.uint8), np.where(last >= 0, cls[last], 0)[:-1]])
-    starts = (cls == 2) | ((cls == 1) & (before != 1))
+    cls, starts, lengths = _token_starts(texts, tokenizer)
     bounds = np.flatnonzero(starts | (cls == 0))
     firsts = np.flatnonzero(starts)
     ends = np.append(bounds, cls.shape[0])[np.searchsorted(bounds, firsts) + 1]
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
     text_starts = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths + 1)[:-1]])
     owner = np.searchsorted(text_starts, firsts, side="right") - 1
     cuts = np.searchsorted(owner, np.arange(len(texts) + 1)).tolist()
@@ -221,6 +214,23 @@ def word_spans_many(texts: Sequence[str], tokenizer: int = 2) -> list[tuple[list
         (local_firsts[cuts[i] : cuts[i + 1]], local_ends[cuts[i] : cuts[i + 1]])
         for i in range(len(texts))
     ]
+
+
+def _token_starts(
+    texts: Sequence[str], tokenizer: int
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_], npt.NDArray[np.int64]]:
+    """The class of every code point of ``texts`` joined by newlines, where a token
+    starts (the rule :func:`token_counts` states), and each text's length."""
+    table = word_table(tokenizer)
+    # Texts joined by a character of class 0, so that no token spans two of them.
+    joined = "\n".join(texts).encode("utf-32-le", "surrogatepass")
+    cls = table[np.frombuffer(joined, dtype="<u4")]
+    pos = np.arange(cls.shape[0])
+    last = np.maximum.accumulate(np.where(cls != 3, pos, -1))
+    before = np.concatenate([np.zeros(1, np.uint8), np.where(last >= 0, cls[last], 0)[:-1]])
+    starts = (cls == 2) | ((cls == 1) & (before != 1))
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    return cls, starts, lengths
 
 
 def word_tokens(text: str, tokenizer: int = 2) -> list[str]:
@@ -247,17 +257,9 @@ def token_counts(texts: Sequence[str], tokenizer: int = 2) -> npt.NDArray[np.int
     >>> token_counts(["東京タワー is 333m tall", "", "हिन्दी text"]).tolist()
     [8, 0, 2]
     """
-    table = word_table(tokenizer)
     n = len(texts)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    # Texts joined by a character of class 0, so that no token spans two of them.
-    joined = "\n".join(texts).encode("utf-32-le", "surrogatepass")
-    cls = table[np.frombuffer(joined, dtype="<u4")]
-    pos = np.arange(cls.shape[0])
-    last = np.maximum.accumulate(np.where(cls != 3, pos, -1))
-    before = np.concatenate([np.zeros(1, np.uint8), np.where(last >= 0, cls[last], 0)[:-1]])
-    starts = (cls == 2) | ((cls == 1) & (before != 1))
-    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    cls, starts, lengths = _token_starts(texts, tokenizer)
     owner = np.repeat(np.arange(n), lengths + 1)[: cls.shape[0]]
     return np.bincount(owner[starts], minlength=n).astype(np.int64)

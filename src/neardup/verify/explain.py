@@ -61,12 +61,18 @@ def positioned_shingles(nt: NormalizedText, spec: ShingleSpec) -> list[tuple[str
     return [(t[i : i + span], i, i + span) for i in range(len(t) - span + 1)][: spec.max_shingles]
 
 
-def _shingle_strings(t: str, spec: ShingleSpec) -> list[str]:
-    """The shingles of :func:`positioned_shingles`, without positions (no offset map needed)."""
-    if spec.kind == "word":
-        firsts, ends = word_spans(t, spec.tokenizer)
-        return _window([t[a:b] for a, b in zip(firsts, ends, strict=True)], spec, " ")
-    return _window(list(t), spec, "")
+def _char_spec(spec: ShingleSpec) -> ShingleSpec:
+    """``spec``, with ``byte`` shingles explained on characters (a byte k-gram has
+    no stable character span)."""
+    if spec.kind != "byte":
+        return spec
+    return ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
+
+
+def _once_in_order(shingles: list[str], common: set[str]) -> list[str]:
+    """The shingles of ``shingles`` that are in ``common``, each once, in order."""
+    seen: set[str] = set()
+    return [x for x in shingles if x in common and not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
 
 
 def shared_shingles(
@@ -82,16 +88,8 @@ def shared_shingles(
         >>> shared_shingles("a b c d", "b c d e", ShingleSpec(kind="word", k=2))
         ['b c', 'c d']
     """
-    norm = get_normalizer(normalizer)
-    char_spec = (
-        spec
-        if spec.kind != "byte"
-        else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
-    )
-    la = _shingle_strings(norm(text_a), char_spec)
-    common = set(la) & set(_shingle_strings(norm(text_b), char_spec))
-    seen: set[str] = set()
-    return [x for x in la if x in common and not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+    texts = {0: text_a, 1: text_b}
+    return shared_shingles_of_pairs(texts, [(0, 1)], spec, normalizer=normalizer)[0]
 
 
 def shared_shingles_of_pairs(
@@ -110,11 +108,7 @@ def shared_shingles_of_pairs(
     [['a b'], ['b c']]
     """
     norm = get_normalizer(normalizer)
-    char_spec = (
-        spec
-        if spec.kind != "byte"
-        else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
-    )
+    char_spec = _char_spec(spec)
     used = sorted({i for pair in pairs for i in pair})
     normalized = [norm(texts[i]) for i in used]
     if char_spec.kind == "word":
@@ -126,18 +120,12 @@ def shared_shingles_of_pairs(
     else:
         listed = [_window(list(t), char_spec, "") for t in normalized]
     shingles = dict(zip(used, listed, strict=True))
-    out: list[list[str]] = []
-    for a, b in pairs:
-        la = shingles[a]
-        common = set(la) & set(shingles[b])
-        seen: set[str] = set()
-        out.append([x for x in la if x in common and not (x in seen or seen.add(x))])  # type: ignore[func-returns-value]
-    return out
+    return [_once_in_order(shingles[a], set(shingles[a]) & set(shingles[b])) for a, b in pairs]
 
 
 def _window(units: list[str], spec: ShingleSpec, sep: str) -> list[str]:
-    """The shingles of ``units`` (tokens or characters) as :func:`_shingle_strings`
-    makes them."""
+    """The shingles of ``units`` (tokens or characters), as
+    :func:`positioned_shingles` makes them without positions."""
     if not units:
         return []
     span = min(spec.k, len(units))
@@ -171,11 +159,7 @@ def spans_for_pairs(
     [([(0, 3)], [(2, 5)])]
     """
     norm = get_normalizer(normalizer)
-    char_spec = (
-        spec
-        if spec.kind != "byte"
-        else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
-    )
+    char_spec = _char_spec(spec)
     cache: dict[int, tuple[NormalizedText, list[tuple[str, int, int]], set[str]]] = {}
 
     def get(i: int) -> tuple[NormalizedText, list[tuple[str, int, int]], set[str]]:
@@ -210,17 +194,11 @@ def shared_spans(
     """
     norm = get_normalizer(normalizer)
     na, nb = norm.with_offsets(text_a), norm.with_offsets(text_b)
-    char_spec = (
-        spec
-        if spec.kind != "byte"
-        else ShingleSpec(kind="char", k=spec.k, max_shingles=spec.max_shingles)
-    )
+    char_spec = _char_spec(spec)
     pa, pb = positioned_shingles(na, char_spec), positioned_shingles(nb, char_spec)
     sa, sb = {x[0] for x in pa}, {x[0] for x in pb}
     common = sa & sb
     spans_a = merge_spans([na.original_span(s, e) for sh, s, e in pa if sh in common])
     spans_b = merge_spans([nb.original_span(s, e) for sh, s, e in pb if sh in common])
-    ordered = [sh for sh, _, _ in pa if sh in common]
-    seen: set[str] = set()
-    uniq = [x for x in ordered if not (x in seen or seen.add(x))]  # type: ignore[func-returns-value]
+    uniq = _once_in_order([sh for sh, _, _ in pa], common)
     return Explanation(len(common), len(sa | sb), spans_a, spans_b, uniq)
