@@ -377,7 +377,8 @@ def run_pipeline(name: str, inp: Path, out: Path, work: Path,
 
 
 def warm_up(work: Path, corpus_path: Path) -> dict[str, Any]:
-    """Tiny neardup runs (lsh and exact) so that the numba cache is warm; not timed."""
+    """Tiny neardup runs (lsh and exact) so that the kernel cache is warm, and the
+    bytecode of the neardup the runs import; not timed."""
     tiny = work / "warmup.jsonl"
     with open(corpus_path, "rb") as src, open(tiny, "wb") as dst:
         for _, line in zip(range(300), src, strict=False):
@@ -394,6 +395,13 @@ def warm_up(work: Path, corpus_path: Path) -> dict[str, Any]:
     probe = subprocess.run([sys.executable, "-c", "import neardup; print(neardup.__file__)"],
                            capture_output=True, text=True, check=False)
     out["cli_imports_neardup_from"] = probe.stdout.strip()
+    # Warm includes the bytecode cache: an installed neardup has its .pyc files
+    # (pip writes them), but an edited or copied source tree run with
+    # PYTHONDONTWRITEBYTECODE would compile every module again in each timed run.
+    if out["cli_imports_neardup_from"]:
+        import compileall
+
+        compileall.compile_dir(str(Path(out["cli_imports_neardup_from"]).parent), quiet=1)
     return out
 
 

@@ -268,3 +268,32 @@ def test_incremental_kept_sets_for_every_keep_rule(tmp_path: Path) -> None:
         assert inc_dups == {k: v for k, v in union_dups.items() if k not in ids1}, keep
         if keep == "first":
             assert {"B", "D2", "E2", "F2"} <= set(inc_dups)
+
+
+# -- the fixed cost ------------------------------------------------------------------
+
+_HEAVY = ("numpy.ma", "numba", "llvmlite", "concurrent.futures", "multiprocessing", "statistics")
+
+
+def test_a_dedup_run_loads_no_heavy_module(tmp_path: Path) -> None:
+    # Each of these costs every short run 10-100 ms (numba far more) when a call on
+    # the way loads it: a run with exact copies, near copies and non-ASCII text
+    # needs none of them.
+    texts = [*_texts(), "Ünïcödé text, " + _texts()[7], "Ünïcödé text, " + _texts()[7]]
+    src = write_jsonl(
+        tmp_path / "in.jsonl", [{"id": f"k{i}", "text": t} for i, t in enumerate(texts)]
+    )
+    code = (
+        "import sys\n"
+        "from neardup.cli import main\n"
+        "main(args=sys.argv[1:], standalone_mode=False)\n"
+        f"print([m for m in {_HEAVY!r} if m in sys.modules])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "dedup", str(src), "-o", str(tmp_path / "o"), "--quiet"],
+        capture_output=True, text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    st = stats_of(tmp_path / "o")
+    assert st["exact_duplicates"] >= 2 and st["near_duplicates"] >= 3
+    assert proc.stdout.strip().splitlines()[-1] == "[]"

@@ -9,7 +9,7 @@ from typing import TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from neardup.core.arrays import concat_ranges
+from neardup.core.arrays import concat_ranges, distinct
 from neardup.graph.cluster import Edge
 from neardup.text.hashing import ShingleSets
 
@@ -45,7 +45,7 @@ def exact_groups(
     if idx.size < 2:
         return [], leaders
     h = sets.content_hash[idx]
-    order = np.argsort(h, kind="stable")
+    order = np.argsort(h)
     hs = h[order]
     starts = np.flatnonzero(np.r_[True, hs[1:] != hs[:-1]])
     sizes = np.diff(np.r_[starts, hs.shape[0]])
@@ -71,7 +71,7 @@ def exact_groups(
             settled[ask] = raw_equal(members[ask] - n_prior, first_of[ask] - n_prior)
     # The rest, group by group as the first member's copies leave them: each
     # member joins the first earlier distinct content it equals, else starts one.
-    rest_groups = np.unique(group[~settled & (members != first_of)])
+    rest_groups = distinct(group[~settled & (members != first_of)])
     normalized: dict[int, bytes | None] = {}
 
     def norm(i: int) -> bytes | None:

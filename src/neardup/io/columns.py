@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidType, shown
-from neardup.core.arrays import concat_ranges
+from neardup.core.arrays import distinct
 from neardup.io._directio import SequentialWriter
 from neardup.io._ids import IdChoice
 from neardup.io.blocks import Block, block_view
@@ -329,8 +329,8 @@ class TextColumn(Sequence[str]):
         self, a: Sequence[int] | npt.NDArray[np.int64], b: Sequence[int] | npt.NDArray[np.int64]
     ) -> npt.NDArray[np.bool_]:
         """Whether ``encoded(a[t]) == encoded(b[t])``, for every ``t`` (indices in
-        range), decided in bulk: the scanned texts' bytes are compared by NumPy
-        where they are, the few texts held as ``str`` one by one.
+        range): the scanned texts' bytes are compared where they lie in their
+        part's buffer (no text is decoded), the few texts held as ``str`` encoded.
 
         >>> col = TextColumn(["ab", "x", "ab"])
         >>> col.equal_encoded([0, 0], [2, 1]).tolist()
@@ -355,18 +355,17 @@ class TextColumn(Sequence[str]):
         lb, sb, pb = self._byte_spans(ib)
         scanned = (pa >= 0) & (pb >= 0)
         same = np.flatnonzero(scanned & (la == lb))
-        lengths = la[same]
-        total = int(lengths.sum())
-        if total:
-            row = np.repeat(np.arange(same.shape[0]), lengths)
-            slots = np.cumsum(lengths) - lengths  # where each pair's bytes go
-            left = self._gather(pa[same], sa[same], lengths, slots, total)
-            right = self._gather(pb[same], sb[same], lengths, slots, total)
-            differs = np.zeros(same.shape[0], dtype=np.bool_)
-            differs[row[left != right]] = True
-            out[same] = ~differs
-        else:
-            out[same] = True
+        if same.size:
+            # Pair by pair on slices of the buffers: no index array as long as
+            # all the bytes compared, which gathering them first would need.
+            bufs = [None if isinstance(held, list) else held[0] for held in self._parts]
+            out[same] = [
+                bufs[p][s : s + k].tobytes() == bufs[q][r : r + k].tobytes()
+                for p, s, q, r, k in zip(
+                    pa[same].tolist(), sa[same].tolist(), pb[same].tolist(), sb[same].tolist(),
+                    la[same].tolist(), strict=True,
+                )
+            ]
         for t in np.flatnonzero(~scanned).tolist():
             out[t] = self.encoded(int(ia[t])) == self.encoded(int(ib[t]))
         return out
@@ -381,7 +380,7 @@ class TextColumn(Sequence[str]):
         local = idx - np.concatenate([np.zeros(1, np.int64), ends[:-1]])[part]
         length = np.zeros(idx.shape[0], dtype=np.int64)
         start = np.zeros(idx.shape[0], dtype=np.int64)
-        for k in np.unique(part).tolist():
+        for k in distinct(part).tolist():
             held = self._parts[k]
             rows = np.flatnonzero(part == k)
             if isinstance(held, list):
@@ -392,34 +391,10 @@ class TextColumn(Sequence[str]):
             start[rows] = offsets[j]
             length[rows] = offsets[j + 1] - offsets[j]
             if others:
-                as_str = rows[np.isin(j, np.fromiter(others, dtype=np.int64, count=len(others)))]
+                as_str = rows[np.array([x in others for x in j.tolist()], dtype=np.bool_)]
                 part[as_str] = -1
                 start[as_str] = length[as_str] = 0
         return length, start, part
-
-    def _gather(
-        self,
-        part: npt.NDArray[np.int64],
-        start: npt.NDArray[np.int64],
-        lengths: npt.NDArray[np.int64],
-        slots: npt.NDArray[np.int64],
-        total: int,
-    ) -> npt.NDArray[np.uint8]:
-        """``total`` bytes: scanned text ``t`` (its ``part``, ``start`` in that part's
-        buffer and length) copied to ``slots[t]`` on.  Part by part, so that the
-        work and memory follow the bytes asked for, not the corpus."""
-        out = np.empty(total, dtype=np.uint8)
-        order = np.argsort(part, kind="stable")
-        ordered = part[order]
-        cuts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1], True]).tolist()
-        for lo, hi in itertools.pairwise(cuts):
-            held = self._parts[int(ordered[lo])]
-            if isinstance(held, list):  # pragma: no cover - _byte_spans gives them -1
-                continue
-            texts = order[lo:hi]
-            size = lengths[texts]
-            out[concat_ranges(slots[texts], size)] = held[0][concat_ranges(start[texts], size)]
-        return out
 
     @overload
     def __getitem__(self, i: int) -> str: ...

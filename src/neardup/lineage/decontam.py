@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
 from neardup.core._fingerprint import fingerprint
-from neardup.core.arrays import concat_ranges
+from neardup.core.arrays import concat_ranges, distinct
 from neardup.core.config import Config, ShingleSpec, check_normalizer
 from neardup.text.hashing import HashKey, SchemeDescriptor, ShingleSets, hash_texts
 from neardup.text.normalize import NormalizedText, get_normalizer
@@ -341,7 +341,7 @@ class EvalIndex:
         h = pos[hit].astype(np.int64)
         if owner.size and np.any(owner[1:] == owner[:-1]):
             # A windowed document: an n-gram in two overlapping windows counts once.
-            u = np.unique(doc * np.int64(self.keys.size) + h)
+            u = distinct(doc * np.int64(self.keys.size) + h)
             doc, h = u // self.keys.size, u % self.keys.size
         lo, hi = self.indptr[h], self.indptr[h + 1]
         reps = hi - lo

@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import DocumentTooLarge, EmptyDocument, InvalidConfig, SchemeMismatch
+from neardup.core.arrays import distinct
 from neardup.core.checks import check_int, check_text, check_type, hash_array
 from neardup.core.config import Config
 from neardup.core.hexsig import signature_bytes
@@ -321,7 +322,7 @@ class MinHasher:
 
     def from_hashes(self, hashes: npt.ArrayLike) -> Signature:
         """Signature of a set of pre-hashed 64-bit shingles."""
-        arr = np.unique(hash_array("hashes", hashes))
+        arr = distinct(hash_array("hashes", hashes))
         if arr.size == 0:
             raise EmptyDocument(None, "no shingle hash given")
         indptr = np.array([0, arr.size], dtype=np.int64)

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from neardup.core._errors import InvalidConfig
+from neardup.core.arrays import distinct
 from neardup.core.checks import check_pairs, hash_array
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _exact as KX
@@ -38,8 +39,8 @@ def jaccard(
     :class:`~neardup.InvalidConfig` (to compare texts, hash them first with
     :func:`neardup.hash_documents`).
     """
-    x = np.unique(hash_array("a", a))
-    y = np.unique(hash_array("b", b))
+    x = distinct(hash_array("a", a))
+    y = distinct(hash_array("b", b))
     inter = int(KA.intersect_count(x, 0, x.shape[0], y, 0, y.shape[0]))
     union = x.shape[0] + y.shape[0] - inter
     return inter / union if union else 0.0
