@@ -33,8 +33,9 @@ def minhash_kperm(hashes: Any, indptr: Any, a: Any, b: Any, out: Any) -> None:
 def _minhash_kperm(hashes, indptr, a, b, out):
     n = indptr.shape[0] - 1
     k = a.shape[0]
+    row = np.empty(k, dtype=np.uint64)  # one allocation, not one per document
     for d in range(n):
-        row = np.full(k, U32MAX, dtype=np.uint64)
+        row[:] = U32MAX
         for i in range(indptr[d], indptr[d + 1]):
             x = hashes[i]
             for p in range(k):
