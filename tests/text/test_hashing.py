@@ -249,6 +249,32 @@ def test_sort_hashes_survives_crafted_skew() -> None:
     assert np.array_equal(dst, np.sort(src))
 
 
+@given(
+    before=st.lists(st.integers(0, 2**64 - 1), max_size=20),
+    values=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([5, 2**63]), max_size=300),
+    after=st.lists(st.integers(0, 2**64 - 1), max_size=20),
+)
+def test_sort_hashes_at_sorts_a_range_and_leaves_the_rest(
+    before: list[int], values: list[int], after: list[int]
+) -> None:
+    src = np.array(before + values + after, dtype=np.uint64)
+    dst = np.full(len(values) + 3, 11, dtype=np.uint64)
+    counts = np.full((1 << int(KA.bucket_bits(max(len(values), 1)))) + 1, -1, dtype=np.int64)
+    KA.sort_hashes_at(src, len(before), len(values), dst, counts)
+    assert dst[: len(values)].tolist() == sorted(values)
+    assert dst[len(values) :].tolist() == [11, 11, 11]  # nothing past the range written
+    assert src.tolist() == before + values + after
+
+
+def test_sort_hashes_at_falls_back_on_skew_within_the_range() -> None:
+    skewed = (np.arange(3000, dtype=np.uint64)[::-1] * np.uint64(3)) & np.uint64(0xFFFFF)
+    src = np.concatenate([np.array([2**64 - 1], np.uint64), skewed])
+    dst = np.empty(skewed.shape[0], dtype=np.uint64)
+    counts = np.empty((1 << int(KA.bucket_bits(skewed.shape[0]))) + 1, dtype=np.int64)
+    KA.sort_hashes_at(src, 1, skewed.shape[0], dst, counts)
+    assert np.array_equal(dst, np.sort(skewed))
+
+
 @given(values=st.lists(st.integers(0, 2**64 - 1) | st.sampled_from([0, 7, 2**63]), max_size=300))
 def test_argsort_keys_is_a_stable_argsort(values: list[int]) -> None:
     keys = np.array(values, dtype=np.uint64)

@@ -10,20 +10,35 @@ from neardup.kernels._kernel import kernel
 
 
 @kernel
-def _bucket_starts(keys):
-    """Start offset of each top-bits bucket (about one key per bucket) and the shift."""
-    m = keys.shape[0]
+def bucket_bits(m):
+    """Top bits that give about one of ``m`` keys per bucket."""
     bits = 1
     while (1 << bits) < m:
         bits += 1
+    return bits
+
+
+@kernel
+def _bucket_fill(keys, lo, m, counts):
+    """Start offset of each top-bits bucket of ``keys[lo:lo + m]`` in ``counts``
+    (at least ``2**bucket_bits(m) + 1`` entries); returns the shift."""
+    bits = bucket_bits(m)
     nb = 1 << bits
-    counts = np.zeros(nb + 1, dtype=np.int64)
+    counts[: nb + 1] = 0
     sh = U64(64 - bits)
-    for i in range(m):
+    for i in range(lo, lo + m):
         counts[np.int64(keys[i] >> sh) + 1] += 1
     for b in range(nb):
         counts[b + 1] += counts[b]
-    return counts, sh
+    return sh
+
+
+@kernel
+def _bucket_starts(keys):
+    """Start offset of each top-bits bucket (about one key per bucket) and the shift."""
+    m = keys.shape[0]
+    counts = np.empty((1 << bucket_bits(m)) + 1, dtype=np.int64)
+    return counts, _bucket_fill(keys, 0, m, counts)
 
 
 @kernel
@@ -37,12 +52,25 @@ def sort_hashes(src, dst):
     work budget of the insertion pass and fall back to ``np.sort``.
     """
     m = src.shape[0]
+    counts = np.empty((1 << bucket_bits(m)) + 1, dtype=np.int64)
+    sort_hashes_at(src, 0, m, dst, counts)
+
+
+@kernel
+def sort_hashes_at(src, lo, m, dst, counts):
+    """:func:`sort_hashes` of ``src[lo:lo + m]`` into ``dst[:m]``, with ``counts``
+    (at least ``2**ceil(log2(m)) + 1`` entries) as scratch.
+
+    Offsets and scratch rather than slices and a fresh array: a caller sorting
+    each document's hashes makes no view and no allocation per document (each was
+    a reference count update or an allocation inside its loop).
+    """
     if m < 2:
         for i in range(m):
-            dst[i] = src[i]
+            dst[i] = src[lo + i]
         return
-    counts, sh = _bucket_starts(src)
-    for i in range(m):
+    sh = _bucket_fill(src, lo, m, counts)
+    for i in range(lo, lo + m):
         bucket = np.int64(src[i] >> sh)
         dst[counts[bucket]] = src[i]
         counts[bucket] += 1
@@ -56,7 +84,7 @@ def sort_hashes(src, dst):
             work += 1
         dst[j + 1] = x
         if work > 8 * m:
-            dst[:] = np.sort(src)
+            dst[:m] = np.sort(src[lo : lo + m])
             return
 
 

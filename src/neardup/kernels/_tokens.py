@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup.kernels._arrays import sort_hashes
+from neardup.kernels._arrays import bucket_bits, sort_hashes_at
 from neardup.kernels._hashes import P1, P4, P5, U64, fmix64, hash_span
 from neardup.kernels._kernel import kernel, prange
 from neardup.kernels.threads import split_rows
@@ -144,7 +144,7 @@ def _shingle_count(units, k, max_sh):
     return nsh, trunc, k if units >= k else units
 
 
-@kernel
+@kernel(inline="always")
 def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th):
     """Hash the shingles of one document into ``out[o:]``; returns (count, truncated).
 
@@ -190,17 +190,19 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
     # chains of all n-grams advance together, one token position at a time: the
     # inner loop is independent across n-grams and compiles to vector code
     # (same values as :func:`combine_tokens`, which is the reference).
-    acc = out[o : o + nsh]
     init = P5 ^ U64(span)
     for i in range(nsh):
-        acc[i] = init
+        out[o + i] = init
     for t in range(span):
         for i in range(nsh):
-            acc[i] = fmix64((acc[i] ^ th[i + t]) * P1 + P4)
+            out[o + i] = fmix64((out[o + i] ^ th[i + t]) * P1 + P4)
     return nsh, trunc
 
 
-@kernel
+# Inlined (as :func:`_normalize_ascii_into`) so that :func:`_normalize_into`
+# calls nothing with an array: numba then prunes the reference counting of its
+# arguments, which it otherwise does once per document.
+@kernel(inline="always")
 def _space_len(buf, p, e):
     """UTF-8 length of the whitespace character at ``buf[p]``, or 0 if it is none.
 
@@ -242,7 +244,7 @@ def _ascii_tables() -> tuple[np.ndarray, np.ndarray]:
 _ASCII_SPACE, _ASCII_LOWER = _ascii_tables()
 
 
-@kernel
+@kernel(inline="always")
 def _normalize_ascii_into(buf, s, e, dst, w0):
     """:func:`_normalize_into` with ``low`` and ``collapse`` for a pure-ASCII text.
 
@@ -390,29 +392,35 @@ def hash_shingles(
         pb = np.empty(cap, dtype=np.int64)
         th = np.empty(cap, dtype=np.uint64)
         seg = np.empty(min(cap, max_sh + 1), dtype=np.uint64)
+        cnts = np.empty((1 << bucket_bits(seg.shape[0])) + 1, dtype=np.int64)
         for d in range(d0, d1):
             s = offsets[d]
             e = offsets[d + 1]
-            src = buf
+            # Every document is hashed from ``nbuf`` (one call site, inlined): an
+            # array variable bound to either source, or a call of its own, cost
+            # reference counting of the arrays on every document.
             if lower[d] or collapse:
                 e = _normalize_into(buf, s, e, lower[d], collapse, nbuf, 0)
-                s = 0
-                src = nbuf
-            norm_len[d] = e - s
-            if e - s > max_bytes:
+            else:
+                for i in range(e - s):
+                    nbuf[i] = buf[s + i]
+                e = e - s
+            norm_len[d] = e
+            if e > max_bytes:
                 too_large[d] = True
                 continue
-            o = bound_off[d]
             cnt, tr = _doc_shingles(
-                src, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th
+                nbuf, 0, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, bound_off[d],
+                pa, pb, th,
             )
+            content[d] = hash_span(
+                nbuf, 0, e, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1
+            )
+            o = bound_off[d]
             counts_raw[d] = cnt
             truncated[d] = tr
-            content[d] = hash_span(
-                src, s, e - s, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1
-            )
             if cnt > 0:
-                sort_hashes(out[o : o + cnt], seg[:cnt])
+                sort_hashes_at(out, o, cnt, seg, cnts)
                 u = 1
                 out[o] = seg[0]
                 for i in range(1, cnt):
