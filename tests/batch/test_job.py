@@ -40,7 +40,7 @@ def test_cluster_lines_equal_json_dumps(
                 score=_score,
                 estimate=_score,
                 band=st.one_of(st.none(), st.integers(0, 40)),
-                method=st.sampled_from(["exact", "estimate", "identical", 'odd "é"']),
+                method=st.sampled_from(["exact", "estimate", "identical", 'odd "é"', "{a} {{b}}"]),
             ),
             max_size=4,
         )

@@ -8,6 +8,10 @@ import re
 import struct
 import zlib
 from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from neardup import Config, find_duplicates
 from neardup.batch.report import (
@@ -140,3 +144,17 @@ def test_the_language_table_lists_the_most_frequent_first_and_sums_the_rest() ->
     assert rows[-1][0] == "5 more"
     assert cells[:2] == [str(sum(100 - k for k in rest)), str(sum(rest))]
     assert language_table({}) == ""
+
+
+@given(sizes=st.lists(st.integers(1, 6), max_size=40), order=st.randoms(use_true_random=False))
+def test_largest_clusters_are_the_largest_ties_by_id(sizes: list[int], order: Any) -> None:
+    from neardup.batch.report import SHOWN_CLUSTERS, largest_clusters
+    from neardup.graph.cluster import Cluster
+
+    clusters = [
+        Cluster(id=k, representative=0, members=tuple(range(n)), edges=())
+        for k, n in enumerate(sizes)
+    ]
+    order.shuffle(clusters)
+    expected = sorted(clusters, key=lambda c: (-len(c), c.id))[:SHOWN_CLUSTERS]
+    assert [c.id for c in largest_clusters(clusters)] == [c.id for c in expected]

@@ -262,6 +262,7 @@ class ClusterLines:
         self._memo: dict[Any, str] = {}
         self._formats: dict[str, str] = {}
         self._strs: dict[str, str] = {}
+        self._filled: dict[tuple[Any, ...], str] = {}
 
     def _value(self, v: Any) -> str:
         t = type(v)
@@ -298,6 +299,24 @@ class ClusterLines:
 
     def _edge(self, e: Any) -> str:
         ids, val = self._ids, self._value
+        if e.band is None:
+            # Exact copies (no band): their other fields take a handful of values,
+            # so each combination's template is filled once and then only a, b.
+            key = (e.metric, e.estimate, e.score, e.method)
+            tpl = self._filled.get(key)
+            if tpl is None:
+                # NUL never occurs in encoded JSON: it marks where a and b go.
+                filled = self._edge_format(e.metric).format(
+                    a="\0a",
+                    b="\0b",
+                    band="null",
+                    estimate=val(e.estimate),
+                    score=val(e.score),
+                    method=val(e.method),
+                )
+                braced = filled.replace("{", "{{").replace("}", "}}")
+                tpl = self._filled[key] = braced.replace("\0a", "{a}").replace("\0b", "{b}")
+            return tpl.format(a=val(ids[e.a]), b=val(ids[e.b]))
         return self._edge_format(e.metric).format(
             a=val(ids[e.a]),
             b=val(ids[e.b]),

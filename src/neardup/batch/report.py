@@ -203,6 +203,12 @@ def highlight_spans(text: str, spans: list[tuple[int, int]], limit: int = _SHOWN
 
 def largest_clusters(clusters: Sequence[Cluster]) -> list[Cluster]:
     """The clusters a report shows: the largest, ties by cluster id."""
+    sizes = [len(c.members) for c in clusters]
+    if len(sizes) > SHOWN_CLUSTERS:
+        # Only clusters as large as the SHOWN_CLUSTERS-th largest can be shown:
+        # ranked by a key built for those alone, not for every cluster.
+        cut = heapq.nlargest(SHOWN_CLUSTERS, sizes)[-1]
+        clusters = [c for c, n in zip(clusters, sizes, strict=True) if n >= cut]
     return heapq.nsmallest(SHOWN_CLUSTERS, clusters, key=lambda c: (-len(c), c.id))
 
 

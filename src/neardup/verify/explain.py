@@ -15,6 +15,7 @@ Example:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -129,9 +130,13 @@ def _window(units: list[str], spec: ShingleSpec, sep: str) -> list[str]:
     if not units:
         return []
     span = min(spec.k, len(units))
-    return [sep.join(units[i : i + span]) for i in range(len(units) - span + 1)][
-        : spec.max_shingles
-    ]
+    count = min(len(units) - span + 1, spec.max_shingles)
+    # Slices of the units joined once, not a join per shingle: unit j starts at
+    # starts[j], and a shingle ends one separator before its successor's start.
+    joined = sep.join(units)
+    w = len(sep)
+    starts = list(itertools.accumulate([len(u) + w for u in units], initial=0))
+    return [joined[starts[i] : starts[i + span] - w] for i in range(count)]
 
 
 def merge_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
