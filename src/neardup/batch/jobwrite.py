@@ -120,7 +120,8 @@ def write_outputs(
     (``with_report``) ``report.html`` into ``tmp``."""
     n_prior = result.n_prior
     kept = result.kept - n_prior
-    dups = (result.duplicates - n_prior).tolist()
+    dup_pos = result.duplicates
+    dups = (dup_pos - n_prior).tolist()
     touching, cluster_of = touching_clusters(result)
     # kept.* is most of the output and its writes wait on the disk with the GIL
     # released: it goes out while this thread encodes the other files.
@@ -131,8 +132,8 @@ def write_outputs(
             dups,
             os.path.join(tmp, "duplicates"),
             extra={
-                "cluster": [int(cluster_of[i + n_prior]) for i in dups],
-                "representative": [ids[int(result.duplicate_of[i + n_prior])] for i in dups],
+                "cluster": cluster_of[dup_pos].tolist(),
+                "representative": [ids[r] for r in result.duplicate_of[dup_pos].tolist()],
             },
         )
         write_clusters(tmp, touching, ids)
