@@ -17,7 +17,11 @@ _ids = st.one_of(
     st.booleans(),
     st.none(),
 )
-_score = st.one_of(st.none(), st.floats(0, 1), st.just(1.0), st.integers(0, 1))
+# Equal values that encode differently (1, 1.0, True; 0.0, -0.0) must never share
+# an encoding memo.
+_score = st.one_of(
+    st.none(), st.floats(0, 1), st.sampled_from([1.0, 1, True, 0.0, -0.0, 0]), st.integers(0, 1)
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -47,6 +51,16 @@ def test_cluster_lines_equal_json_dumps(
     )
     members = tuple(sorted(set(data.draw(st.lists(pos, min_size=1, max_size=n)))))
     c = Cluster(id=0, representative=members[0], members=members, edges=tuple(edges))
+    lines = ClusterLines(ids)
+    assert lines.line(new_id, c) == _expected(c, ids, new_id)
+    # The same writer again, one edge per cluster: what it memoized from the
+    # edges before must not leak into a later line.
+    for e in reversed(edges):
+        one = Cluster(id=0, representative=e.a, members=(e.a,), edges=(e,))
+        assert lines.line(new_id, one) == _expected(one, ids, new_id)
+
+
+def _expected(c: Cluster, ids: list[object], new_id: int) -> str:
     rec = {
         "cluster": new_id,
         "representative": ids[c.representative],
@@ -63,5 +77,4 @@ def test_cluster_lines_equal_json_dumps(
             for e in c.edges
         ],
     }
-    expected = json.dumps(rec, ensure_ascii=False, sort_keys=True)
-    assert ClusterLines(ids).line(new_id, c) == expected
+    return json.dumps(rec, ensure_ascii=False, sort_keys=True)

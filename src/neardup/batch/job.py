@@ -279,22 +279,24 @@ def run_dedup(
                 detect_id=detect_id,
             )
             read_s = time.perf_counter() - t0
+            # What needs only the ids and the saved index is done while the hash
+            # threads finish the last blocks, not after them.
+            prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
+            if prior is not None and corpus.id_choice.field is None:
+                corpus.ids = [len(prior) + i for i in range(len(corpus))]
+            ids = corpus.ids
+            if not set(map(type, ids)) <= set(JSON_SCALARS):  # a C-level pass: ids are ints
+                ids = [i if isinstance(i, JSON_SCALARS) else str(i) for i in ids]
+            ids_all = (prior.ids if prior is not None else []) + list(ids)
+            renames = unique_ids(
+                ids_all, len(prior or ()), _locator(corpus), rename=rename_duplicate_ids
+            )
             hashed = None if feeder is None else feeder.finish()
         finally:
             if feeder is not None:
                 feeder.close()
         if progress is not None:
             progress("read", 1, 1)
-        prior = DedupIndex.load(os.path.join(against, INDEX_FILE)) if against else None
-        if prior is not None and corpus.id_choice.field is None:
-            corpus.ids = [len(prior) + i for i in range(len(corpus))]
-        ids = corpus.ids
-        if not set(map(type, ids)) <= set(JSON_SCALARS):  # a C-level pass: ids are ints
-            ids = [i if isinstance(i, JSON_SCALARS) else str(i) for i in ids]
-        ids_all = (prior.ids if prior is not None else []) + list(ids)
-        renames = unique_ids(
-            ids_all, len(prior or ()), _locator(corpus), rename=rename_duplicate_ids
-        )
         if renames:
             _warn(describe(renames))
         result = find_duplicates(
@@ -314,7 +316,7 @@ def run_dedup(
         stats.update(_languages(result, corpus, language_field))
         if feeder is not None:
             # Normalizing and hashing ran while the input was read; this is how long
-            # hashing went on after reading ended.
+            # the run waited for it after reading ended and the ids were checked.
             stats["timings_s"]["hash_after_read"] = round(feeder.wait_s, 6)
         if tmp is None:
             return DedupRun.from_stats(stats, None)

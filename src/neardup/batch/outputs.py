@@ -302,7 +302,9 @@ class ClusterLines:
         if e.band is None:
             # Exact copies (no band): their other fields take a handful of values,
             # so each combination's template is filled once and then only a, b.
-            key = (e.metric, e.estimate, e.score, e.method)
+            # Keyed by the encoded values (1 == 1.0 == True, 0.0 == -0.0).
+            estimate, score = val(e.estimate), val(e.score)
+            key = (e.metric, estimate, score, e.method)
             tpl = self._filled.get(key)
             if tpl is None:
                 # NUL never occurs in encoded JSON: it marks where a and b go.
@@ -310,8 +312,8 @@ class ClusterLines:
                     a="\0a",
                     b="\0b",
                     band="null",
-                    estimate=val(e.estimate),
-                    score=val(e.score),
+                    estimate=estimate,
+                    score=score,
                     method=val(e.method),
                 )
                 braced = filled.replace("{", "{{").replace("}", "}}")
