@@ -168,9 +168,7 @@ def siphash24(buf, start, length, k0, k1):
     return v0 ^ v1 ^ v2 ^ v3
 
 
-# Inlined where it is called (once per token): as a call of its own, its branch
-# kept a reference count increment and decrement of ``buf`` on every token.
-@kernel(inline="always")
+@kernel
 def hash_span(buf, start, length, algo, seed, k0, k1):
     if algo == ALGO_SIPHASH24:
         return siphash24(buf, start, length, k0, k1)

@@ -144,7 +144,7 @@ def _shingle_count(units, k, max_sh):
     return nsh, trunc, k if units >= k else units
 
 
-@kernel(inline="always")
+@kernel
 def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, o, pa, pb, th):
     """Hash the shingles of one document into ``out[o:]``; returns (count, truncated).
 
@@ -201,7 +201,7 @@ def _doc_shingles(buf, s, e, kind, k, max_sh, algo, seed, k0, k1, word_table, ou
 
 # Inlined (as :func:`_normalize_ascii_into`) so that :func:`_normalize_into`
 # calls nothing with an array: numba then prunes the reference counting of its
-# arguments, which it otherwise does once per document.
+# arguments, which it otherwise does on every document.
 @kernel(inline="always")
 def _space_len(buf, p, e):
     """UTF-8 length of the whitespace character at ``buf[p]``, or 0 if it is none.
@@ -396,9 +396,8 @@ def hash_shingles(
         for d in range(d0, d1):
             s = offsets[d]
             e = offsets[d + 1]
-            # Every document is hashed from ``nbuf`` (one call site, inlined): an
-            # array variable bound to either source, or a call of its own, cost
-            # reference counting of the arrays on every document.
+            # Every document is hashed from ``nbuf``: an array variable bound to
+            # either source cost reference counting on every document.
             if lower[d] or collapse:
                 e = _normalize_into(buf, s, e, lower[d], collapse, nbuf, 0)
             else:
