@@ -9,6 +9,7 @@ import pytest
 
 import neardup
 import neardup.service
+from fresh_python import fresh_python
 
 EXPECTED = {
     "Cluster",
@@ -207,46 +208,32 @@ def test_stage_modules_declare_all(module: str) -> None:
 def test_importing_has_no_side_effects_on_numba_compilation() -> None:
     # Importing the package must not compile or run kernels (no import-time work):
     # a fresh interpreter imports it quickly and creates no module-level state.
-    import subprocess
-    import sys
-
     code = "import neardup, sys; print(sorted(k for k in sys.modules if k.startswith('neardup')))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "neardup" in out.stdout
+    assert "neardup" in fresh_python(code)
 
 
 def test_importing_does_not_import_ray() -> None:
     """The local engine needs no Ray: it is imported only when --engine ray runs."""
-    import subprocess
-    import sys
-
     code = "import neardup, neardup.cli, sys; print('ray' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert fresh_python(code).strip() == "False"
 
 
 def test_command_line_imports_no_compiled_kernels() -> None:
     """The command line loads numba only inside the commands that run kernels, so
     that ``dedup`` can start reading its input while numba loads."""
-    import subprocess
-    import sys
-
     code = (
         "import neardup.cli, sys; "
         "print('numba' in sys.modules, "
         "any(m in sys.modules for m in ('neardup.kernels._hashes', 'neardup.kernels._tokens', "
         "'neardup.kernels._bandjoin', 'neardup.kernels._cache')))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert fresh_python(code).split() == ["False", "False"]
 
 
 def test_console_script_sets_thread_defaults_before_numpy() -> None:
     """OpenBLAS reads its thread count when NumPy loads, so the console script's
     entry point sets it first (an explicit user setting wins)."""
     import os
-    import subprocess
-    import sys
 
     code = (
         "import os, sys, neardup._launch as L; L.process_defaults(); "
@@ -255,16 +242,10 @@ def test_console_script_sets_thread_defaults_before_numpy() -> None:
     )
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS",)}
     env["OMP_WAIT_POLICY"] = "ACTIVE"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    )
-    assert out.stdout.split() == ["False", "1", "ACTIVE"]
+    assert fresh_python(code, env=env).split() == ["False", "1", "ACTIVE"]
 
 
 def test_start_numba_leaves_the_probed_packages_unloaded_but_importable() -> None:
-    import subprocess
-    import sys
-
     code = (
         "import sys, importlib.util as u; "
         "from neardup.kernels._jit import start_numba; start_numba(); "
@@ -275,9 +256,9 @@ def test_start_numba_leaves_the_probed_packages_unloaded_but_importable() -> Non
         "any(sys.modules.get(m) is not None for m in mods), "
         "all(m not in sys.modules for m in mods))"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = fresh_python(code)
     # start_numba only arranges numba's start: it happens when a kernel first needs it.
-    assert out.stdout.split() == ["False", "True", "False", "True"]
+    assert out.split() == ["False", "True", "False", "True"]
 
 
 _FAST_LOAD_SCRIPT = """
@@ -295,14 +276,8 @@ print(sorted(result.pairs()), "numba.np.arraymath" in sys.modules)
 
 
 def test_start_numba_loads_cached_kernels_without_the_compiler_registry() -> None:
-    import subprocess
-    import sys
-
     def run(code: str) -> list[str]:
-        out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
-        )
-        return out.stdout.strip().rsplit(" ", 1)
+        return fresh_python(code).strip().rsplit(" ", 1)
 
     run(_FAST_LOAD_SCRIPT)  # compiles whatever is not cached yet
     pairs, registry_loaded = run(_FAST_LOAD_SCRIPT)
@@ -312,9 +287,6 @@ def test_start_numba_loads_cached_kernels_without_the_compiler_registry() -> Non
 
 
 def test_start_numba_falls_back_to_numbas_own_load_when_a_fast_load_fails() -> None:
-    import subprocess
-    import sys
-
     code = (
         "from numba.core import caching\n"
         "caching.Cache._load_overload_orig = caching.Cache._load_overload\n"
@@ -326,5 +298,4 @@ def test_start_numba_falls_back_to_numbas_own_load_when_a_fast_load_fails() -> N
         "    return caching.Cache._load_overload_orig(self, sig, ctx)\n"
         "caching.Cache._load_overload = flaky\n" + _FAST_LOAD_SCRIPT
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip().rsplit(" ", 1)[0] == "[(0, 1)]"
+    assert fresh_python(code).strip().rsplit(" ", 1)[0] == "[(0, 1)]"

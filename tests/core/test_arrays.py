@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fresh_python import fresh_python
 from neardup.core.arrays import concat_ranges, distinct
 
 
@@ -34,14 +35,10 @@ def test_distinct_keeps_unsigned_values() -> None:
 
 def test_distinct_does_not_load_numpy_ma() -> None:
     # The reason it exists: np.unique(x) imports numpy.ma on its first call.
-    import subprocess
-    import sys
-
     code = (
         "import sys, numpy as np\n"
         "from neardup.core.arrays import distinct\n"
         "distinct(np.array([3, 1, 3]))\n"
         "print('numpy.ma' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert fresh_python(code).strip() == "False"
