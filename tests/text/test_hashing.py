@@ -259,7 +259,8 @@ def test_sort_hashes_at_sorts_a_range_and_leaves_the_rest(
 ) -> None:
     src = np.array(before + values + after, dtype=np.uint64)
     dst = np.full(len(values) + 3, 11, dtype=np.uint64)
-    counts = np.full((1 << int(KA.bucket_bits(max(len(values), 1)))) + 1, -1, dtype=np.int64)
+    counts = KA.bucket_counts(len(values))
+    counts[:] = -1
     KA.sort_hashes_at(src, len(before), len(values), dst, counts)
     assert dst[: len(values)].tolist() == sorted(values)
     assert dst[len(values) :].tolist() == [11, 11, 11]  # nothing past the range written
@@ -270,7 +271,7 @@ def test_sort_hashes_at_falls_back_on_skew_within_the_range() -> None:
     skewed = (np.arange(3000, dtype=np.uint64)[::-1] * np.uint64(3)) & np.uint64(0xFFFFF)
     src = np.concatenate([np.array([2**64 - 1], np.uint64), skewed])
     dst = np.empty(skewed.shape[0], dtype=np.uint64)
-    counts = np.empty((1 << int(KA.bucket_bits(skewed.shape[0]))) + 1, dtype=np.int64)
+    counts = KA.bucket_counts(skewed.shape[0])
     KA.sort_hashes_at(src, 1, skewed.shape[0], dst, counts)
     assert np.array_equal(dst, np.sort(skewed))
 

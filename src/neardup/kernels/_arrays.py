@@ -10,7 +10,7 @@ from neardup.kernels._kernel import kernel
 
 
 @kernel
-def bucket_bits(m):
+def _bucket_bits(m):
     """Top bits that give about one of ``m`` keys per bucket."""
     bits = 1
     while (1 << bits) < m:
@@ -19,10 +19,17 @@ def bucket_bits(m):
 
 
 @kernel
+def bucket_counts(m):
+    """Bucket counters for sorting up to ``m`` keys (:func:`sort_hashes_at`'s
+    scratch): one per bucket, and one more."""
+    return np.empty((1 << _bucket_bits(m)) + 1, dtype=np.int64)
+
+
+@kernel
 def _bucket_fill(keys, lo, m, counts):
     """Start offset of each top-bits bucket of ``keys[lo:lo + m]`` in ``counts``
-    (at least ``2**bucket_bits(m) + 1`` entries); returns the shift."""
-    bits = bucket_bits(m)
+    (:func:`bucket_counts` of ``m`` or more); returns the shift."""
+    bits = _bucket_bits(m)
     nb = 1 << bits
     counts[: nb + 1] = 0
     sh = U64(64 - bits)
@@ -37,7 +44,7 @@ def _bucket_fill(keys, lo, m, counts):
 def _bucket_starts(keys):
     """Start offset of each top-bits bucket (about one key per bucket) and the shift."""
     m = keys.shape[0]
-    counts = np.empty((1 << bucket_bits(m)) + 1, dtype=np.int64)
+    counts = bucket_counts(m)
     return counts, _bucket_fill(keys, 0, m, counts)
 
 
@@ -52,14 +59,13 @@ def sort_hashes(src, dst):
     work budget of the insertion pass and fall back to ``np.sort``.
     """
     m = src.shape[0]
-    counts = np.empty((1 << bucket_bits(m)) + 1, dtype=np.int64)
-    sort_hashes_at(src, 0, m, dst, counts)
+    sort_hashes_at(src, 0, m, dst, bucket_counts(m))
 
 
 @kernel
 def sort_hashes_at(src, lo, m, dst, counts):
     """:func:`sort_hashes` of ``src[lo:lo + m]`` into ``dst[:m]``, with ``counts``
-    (at least ``2**ceil(log2(m)) + 1`` entries) as scratch.
+    (:func:`bucket_counts` of ``m`` or more) as scratch.
 
     Offsets and scratch rather than slices and a fresh array: a caller sorting
     each document's hashes makes no view and no allocation per document (each was

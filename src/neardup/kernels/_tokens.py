@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from neardup.kernels._arrays import bucket_bits, sort_hashes_at
+from neardup.kernels._arrays import bucket_counts, sort_hashes_at
 from neardup.kernels._hashes import P1, P4, P5, U64, fmix64, hash_span
 from neardup.kernels._kernel import kernel, prange
 from neardup.kernels.threads import split_rows
@@ -392,7 +392,7 @@ def hash_shingles(
         pb = np.empty(cap, dtype=np.int64)
         th = np.empty(cap, dtype=np.uint64)
         seg = np.empty(min(cap, max_sh + 1), dtype=np.uint64)
-        cnts = np.empty((1 << bucket_bits(seg.shape[0])) + 1, dtype=np.int64)
+        cnts = bucket_counts(seg.shape[0])
         for d in range(d0, d1):
             s = offsets[d]
             e = offsets[d + 1]
