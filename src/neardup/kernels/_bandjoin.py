@@ -13,8 +13,10 @@ import numpy as np
 from neardup.kernels import _unionfind as UF
 from neardup.kernels._arrays import append_column, intersect_count
 from neardup.kernels._hashes import U64, fmix64
-from neardup.kernels._kernel import kernel
+from neardup.kernels._kernel import kernel, lazy
 from neardup.kernels.threads import get_threads, run_calls
+
+_borrow: Any = lazy("neardup.kernels._intrinsics", "borrow")
 
 
 @kernel
@@ -165,6 +167,9 @@ def _band_runs(keys, idx, lane, lanes, counts):
     ix2 = np.empty(m, dtype=np.int64)
     st2 = np.empty(1, dtype=np.int64)
     fill2 = np.empty(1, dtype=np.int64)
+    # Borrowed for the per-bucket sort calls (no reference counting per call).
+    b_ks2 = _borrow(ks2)
+    b_ix2 = _borrow(ix2)
     for bnd in range(lane, nb, lanes):
         st1[:] = 0
         for i in range(m):
@@ -212,7 +217,7 @@ def _band_runs(keys, idx, lane, lanes, counts):
                 e2 = st2[b + 1] + s
                 if e2 - s2 < 2:
                     continue
-                _sort_keyed(ks2, ix2, s2, e2)
+                _sort_keyed(b_ks2, b_ix2, s2, e2)
                 t = s2
                 while t < e2:
                     u = t + 1

@@ -1,7 +1,6 @@
-"""numba intrinsics of the output kernels (:mod:`neardup.kernels._writes`), which
-name them as :func:`~neardup.kernels._kernel.lazy` placeholders: this module
-imports numba and llvmlite, and is imported only when numba compiles those
-kernels."""
+"""numba intrinsics of the kernels, which name them as
+:func:`~neardup.kernels._kernel.lazy` placeholders: this module imports numba
+and llvmlite, and is imported only when numba compiles the kernels that use it."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-__all__ = ["memcpy", "sys_write"]
+__all__ = ["borrow", "memcpy", "sys_write"]
 
 
 @intrinsic
@@ -48,5 +47,24 @@ def sys_write(typingctx: Any, fd: Any, arr: Any, off: Any, n: Any) -> Any:
         ary = context.make_array(signature.args[1])(context, builder, a)
         ptr = builder.gep(ary.data, [o])
         return builder.call(fn, [builder.trunc(f, ir.IntType(32)), ptr, nn])
+
+    return sig, codegen
+
+
+@intrinsic
+def borrow(typingctx: Any, arr: Any) -> Any:
+    """The array ``arr`` without its owner: the same data, shape and strides, but
+    no reference to count.  numba counts a reference on every array passed to a
+    helper it does not inline, an atomic increment and decrement per call; on a
+    borrowed array both are a test of a null pointer.  The caller keeps ``arr``
+    itself alive for as long as the borrowed one is used, and never returns it
+    (or a slice of it) to Python."""
+    sig = arr(arr)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        return ary._getvalue()
 
     return sig, codegen

@@ -31,6 +31,7 @@ import numpy as np
 from neardup.kernels._kernel import kernel, lazy
 
 trailing_zeros: Any = lazy("numba.cpython.unsafe.numbers", "trailing_zeros")
+_borrow: Any = lazy("neardup.kernels._intrinsics", "borrow")
 
 __all__ = ["ID_INT", "ID_NONE", "ID_STR", "scan_block"]
 
@@ -474,11 +475,22 @@ def scan_block(buf, starts, ends, text_key, id_key, want_id, out=None):
     else:
         text = out
     w = 0
+    # Borrowed arrays: every helper call below takes them, and owned ones cost
+    # reference counting on each (about 35 atomic updates per line).
+    b_buf = _borrow(buf)
+    b_text_key = _borrow(text_key)
+    b_id_key = _borrow(id_key)
+    b_lits = _borrow(lits)
+    b_text = _borrow(text)
+    b_span = _borrow(span)
+    b_idv = _borrow(idv)
     for i in range(n):
         span[0] = w
         span[1] = w
         idv[0] = ID_NONE
-        if _scan_line(buf, starts[i], ends[i], text_key, id_key, want_id, lits, text, span, idv):
+        if _scan_line(
+            b_buf, starts[i], ends[i], b_text_key, b_id_key, want_id, b_lits, b_text, b_span, b_idv
+        ):
             handled[i] = True
             w = span[1]
             id_kind[i] = idv[0]

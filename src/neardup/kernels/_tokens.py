@@ -14,8 +14,10 @@ import numpy as np
 
 from neardup.kernels._arrays import bucket_counts, sort_hashes_at
 from neardup.kernels._hashes import P1, P4, P5, U64, fmix64, hash_span
-from neardup.kernels._kernel import kernel, prange
+from neardup.kernels._kernel import kernel, lazy, prange
 from neardup.kernels.threads import split_rows
+
+_borrow: Any = lazy("neardup.kernels._intrinsics", "borrow")
 
 KIND_BYTE = 0
 
@@ -393,13 +395,24 @@ def hash_shingles(
         th = np.empty(cap, dtype=np.uint64)
         seg = np.empty(min(cap, max_sh + 1), dtype=np.uint64)
         cnts = bucket_counts(seg.shape[0])
+        # Borrowed arrays for the helpers called per document (owned ones cost
+        # an atomic reference-count update per array and call).
+        b_buf = _borrow(buf)
+        b_table = _borrow(word_table)
+        b_out = _borrow(out)
+        b_nbuf = _borrow(nbuf)
+        b_pa = _borrow(pa)
+        b_pb = _borrow(pb)
+        b_th = _borrow(th)
+        b_seg = _borrow(seg)
+        b_cnts = _borrow(cnts)
         for d in range(d0, d1):
             s = offsets[d]
             e = offsets[d + 1]
             # Every document is hashed from ``nbuf``: an array variable bound to
             # either source cost reference counting on every document.
             if lower[d] or collapse:
-                e = _normalize_into(buf, s, e, lower[d], collapse, nbuf, 0)
+                e = _normalize_into(b_buf, s, e, lower[d], collapse, b_nbuf, 0)
             else:
                 for i in range(e - s):
                     nbuf[i] = buf[s + i]
@@ -409,17 +422,17 @@ def hash_shingles(
                 too_large[d] = True
                 continue
             cnt, tr = _doc_shingles(
-                nbuf, 0, e, kind, k, max_sh, algo, seed, k0, k1, word_table, out, bound_off[d],
-                pa, pb, th,
+                b_nbuf, 0, e, kind, k, max_sh, algo, seed, k0, k1, b_table, b_out, bound_off[d],
+                b_pa, b_pb, b_th,
             )
             content[d] = hash_span(
-                nbuf, 0, e, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1
+                b_nbuf, 0, e, algo, seed ^ U64(0x9E3779B97F4A7C15), k0 ^ U64(1), k1
             )
             o = bound_off[d]
             counts_raw[d] = cnt
             truncated[d] = tr
             if cnt > 0:
-                sort_hashes_at(out, o, cnt, seg, cnts)
+                sort_hashes_at(b_out, o, cnt, b_seg, b_cnts)
                 u = 1
                 out[o] = seg[0]
                 for i in range(1, cnt):
