@@ -7,6 +7,7 @@ the program starts here rather than in :mod:`neardup.cli`.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -23,10 +24,17 @@ def main() -> None:
 
         # Before the slow imports, so a stop at any moment of a run ends the same way.
         install_signal_handlers()
+    # Loading the program makes only long-lived objects (modules, classes,
+    # functions): collecting during it freed about 200 objects and took 11 ms of
+    # every run.
+    # Frozen afterwards, they are not traversed again by later full collections.
+    gc.disable()
     try:
         from neardup.cli import main as cli_main
     except KeyboardInterrupt:
         # Ctrl-C while the program loads: nothing was started, so no traceback.
         os.write(2, b"neardup: stopped by SIGINT while starting; nothing was done\n")
         os._exit(130)
+    gc.freeze()
+    gc.enable()
     cli_main()
