@@ -141,3 +141,31 @@ def test_native_and_jit_builds_give_the_same_duplicates(tmp_path: Path) -> None:
     assert native["pairs"] == jit["pairs"]
     assert len(native["pairs"]) >= 300  # type: ignore[arg-type]
     assert native["numba"] is False and jit["numba"] is True
+
+
+_ONE_BAND = """
+import json, sys
+import numpy as np
+from neardup.kernels import _bandjoin as KB
+keys = np.asfortranarray(np.array([[5], [3], [5], [7], [3], [5]], dtype=np.uint64))
+counts = KB.band_runs(keys, np.ones(6, dtype=np.bool_), 1)
+start = int(KB._RUN_START)
+col = [(int(v) & ~start, bool(int(v) & start)) for v in keys[: int(counts[0]), 0]]
+print(json.dumps({"col": col, "numba": "numba" in sys.modules}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_an_array_both_c_and_f_contiguous_runs_in_a_build_for_either() -> None:
+    """One band of keys, (n, 1), is C- and F-contiguous at once and numba types it
+    C; the build made for F band keys runs it (a single document's keys, (1, b),
+    took numba's JIT and a compile before), with the buckets the JIT gives."""
+    from fresh_python import fresh_python
+    from neardup import compile_kernels
+
+    compile_kernels(["dedup"])
+    got = json.loads(fresh_python(_ONE_BAND).strip().splitlines()[-1])
+    # Buckets in key order (3, then 5; 7 is alone), members in document order.
+    assert got["col"] == [[1, True], [4, False], [0, True], [2, False], [5, False]]
+    assert got["numba"] is False

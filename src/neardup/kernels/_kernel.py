@@ -138,7 +138,7 @@ class Kernel:
         if builds:
             key = arg_key(args)
             for k, fn in builds:
-                if k == key:
+                if k == key or _runs_as(k, key, args):
                     if self.parallel and get_threads() > 1 and _largest(args) >= PARALLEL_BYTES:
                         break
                     return fn(*args)
@@ -149,6 +149,29 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<kernel {self.__module__}.{self.__qualname__}>"
+
+
+def _runs_as(build: tuple[Any, ...], key: tuple[Any, ...], args: tuple[Any, ...]) -> bool:
+    """Whether a build made for ``build`` runs ``args`` (typed ``key``) as well: an
+    array both C- and F-contiguous (a dimension of length one, as a single
+    document's band keys have) is typed C, yet its elements lie in F order too, so
+    a build for either layout indexes it alike."""
+    if len(build) != len(key):
+        return False
+    for want, got, a in zip(build, key, args, strict=True):
+        if want == got:
+            continue
+        if not (
+            isinstance(a, np.ndarray)
+            and a.flags.c_contiguous
+            and a.flags.f_contiguous
+            and isinstance(want, tuple)
+            and want[3] in ("C", "F")
+            and want[:3] == got[:3]
+            and want[4] == got[4]
+        ):
+            return False
+    return True
 
 
 def _largest(args: tuple[Any, ...]) -> int:
