@@ -5,6 +5,7 @@ Every test runs the real ``neardup`` executable."""
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import re
 import shutil
@@ -295,6 +296,23 @@ def test_a_run_on_one_record_loads_no_heavy_module(tmp_path: Path) -> None:
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": "only", "text": _texts()[0]}])
     assert _heavy_modules_loaded(src, tmp_path) == []
     assert stats_of(tmp_path / "o")["documents_out"] == 1
+
+
+@pytest.mark.parametrize("shape", ["gzip", "no final newline"])
+def test_compressed_and_unterminated_inputs_load_no_heavy_module(
+    tmp_path: Path, shape: str
+) -> None:
+    # Their lines come in bytes blocks, which the native scanner (built for
+    # writable arrays) did not take: numba's JIT read them, in every run.
+    lines = "\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate(_texts()))
+    if shape == "gzip":
+        src = tmp_path / "in.jsonl.gz"
+        src.write_bytes(gzip.compress((lines + "\n").encode()))
+    else:
+        src = tmp_path / "in.jsonl"
+        src.write_text(lines, encoding="utf-8")
+    assert _heavy_modules_loaded(src, tmp_path) == []
+    assert stats_of(tmp_path / "o")["documents_in"] == len(_texts())
 
 
 def _heavy_modules_loaded(src: Path, tmp_path: Path) -> list[str]:

@@ -36,6 +36,13 @@ _BLOCK_BYTES = 1 << 20
 parsing a block holds the GIL that the hashing thread needs between kernel calls."""
 
 
+def _writable(data: bytes) -> npt.NDArray[np.uint8]:
+    """``data`` copied into a writable array: the compiled kernels that read
+    blocks (the scanner, the field appender) are built for writable buffers, which
+    they only read; a read-only ``bytes`` block would take numba's JIT instead."""
+    return np.frombuffer(bytearray(data), dtype=np.uint8)
+
+
 def line_blocks(
     path: str, prefetched: Iterator[Chunk] | None = None
 ) -> Iterator[tuple[Block, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
@@ -47,7 +54,7 @@ def line_blocks(
     read them), and every block is that same array: a line never straddles two
     buffers, and no per-block buffer is allocated and joined to the previous
     block's tail (fresh 1 MiB buffers cost a page fault per 4 KiB).  Compressed
-    files stream through ``bytes`` blocks.
+    files stream through blocks of their own.
     """
     if strip_compression(path)[1] is None:
         yield from _file_blocks(path, prefetched)
@@ -65,9 +72,9 @@ def line_blocks(
                 starts = np.empty(nl.size, dtype=np.int64)
                 starts[0] = 0
                 starts[1:] = nl[:-1] + 1
-                yield buf, starts, nl.astype(np.int64)
+                yield _writable(buf), starts, nl.astype(np.int64)
         if tail:
-            yield tail, np.zeros(1, np.int64), np.array([len(tail)], np.int64)
+            yield _writable(tail), np.zeros(1, np.int64), np.array([len(tail)], np.int64)
 
 
 Chunk = tuple[npt.NDArray[np.uint8], int, npt.NDArray[np.int64]] | bytes
@@ -164,7 +171,7 @@ def _file_blocks(
         bounds = np.r_[0, nl + 1].astype(np.int64)
         if bounds[-1] < len(tail):
             bounds = np.r_[bounds, len(tail) + 1]
-        yield tail, bounds[:-1], bounds[1:] - 1
+        yield _writable(tail), bounds[:-1], bounds[1:] - 1
 
 
 class Prefetch:

@@ -127,13 +127,15 @@ def read_jsonl(
             arr = np.frombuffer(buf, dtype=np.uint8)
             if arena_of is not None:
                 arena, arena_of = arena_of(), None  # set before the first chunk
-            out = None
-            if arena is not None and int((ends - starts).sum()) <= len(arena) - used:
-                out = arena[used:]
+            size = int((ends - starts).sum())
+            in_arena = arena is not None and size <= len(arena) - used
+            # Always an array: the native scanner is built for one (None would take
+            # numba's JIT); decoded texts are never longer than their lines.
+            out = arena[used:] if arena is not None and in_arena else np.empty(size, np.uint8)
             handled, text, offsets, id_kind, id_int, id_start, id_end = scan_block(
                 arr, starts, ends, keys[0], keys[1], r.id_field is not None, out
             )
-            if out is not None:
+            if in_arena:
                 used += len(text)
             if handled.all():
                 valid = np.arange(len(starts))
