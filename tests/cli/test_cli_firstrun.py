@@ -315,12 +315,23 @@ def test_compressed_and_unterminated_inputs_load_no_heavy_module(
     assert stats_of(tmp_path / "o")["documents_in"] == len(_texts())
 
 
-def _heavy_modules_loaded(src: Path, tmp_path: Path) -> list[str]:
-    """The modules of :data:`_HEAVY` that a warm ``dedup`` of ``src`` into
+@pytest.mark.parametrize("command", ["audit", "split"])
+def test_audit_and_split_load_no_heavy_module(tmp_path: Path, command: str) -> None:
+    # They build the kernel groups they run on first use (as dedup does); their
+    # families were joined by a union-find call per edge, which took numba's JIT.
+    texts = [*_texts(), _texts()[3]]
+    src = write_jsonl(
+        tmp_path / "in.jsonl", [{"id": f"k{i}", "text": t} for i, t in enumerate(texts)]
+    )
+    assert _heavy_modules_loaded(src, tmp_path, command) == []
+
+
+def _heavy_modules_loaded(src: Path, tmp_path: Path, command: str = "dedup") -> list[str]:
+    """The modules of :data:`_HEAVY` that a warm ``command`` of ``src`` into
     ``tmp_path / "o"`` loads."""
     # A first run on a machine builds the kernels (in worker processes, through
     # multiprocessing): the later run is the one that must stay light.
-    run("dedup", str(src), "-o", str(tmp_path / "warm"), "--quiet")
+    run(command, str(src), "-o", str(tmp_path / "warm"), "--quiet")
     code = (
         "import sys\n"
         "from neardup.cli import main\n"
@@ -328,7 +339,7 @@ def _heavy_modules_loaded(src: Path, tmp_path: Path) -> list[str]:
         f"print([m for m in {_HEAVY!r} if m in sys.modules])\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code, "dedup", str(src), "-o", str(tmp_path / "o"), "--quiet"],
+        [sys.executable, "-c", code, command, str(src), "-o", str(tmp_path / "o"), "--quiet"],
         capture_output=True, text=True,
     )
     assert proc.returncode == 0, proc.stderr

@@ -23,6 +23,7 @@ from neardup.cli.common import (
     errors,
     input_args,
     options,
+    ready_kernels,
     resolved_inputs,
     run_options_from,
 )
@@ -30,6 +31,10 @@ from neardup.core._provenance import PROVENANCE_FIELDS
 from neardup.core.config import Config
 
 __all__ = ["audit", "split"]
+
+_KERNELS = ("dedup", "library")
+"""The kernel groups audit and split run: reading (dedup's) and the library's
+deduplication of the texts; built on first use, with a progress line."""
 
 
 _FIELD_HELP = {
@@ -176,6 +181,7 @@ def audit(
     opts.pop("quiet")  # no progress bars in audit; the summary line always prints
     fields = _fields(opts)
     files, input_splits = _inputs_and_splits(inputs, named_splits, fields)
+    ready_kernels(*_KERNELS)
     with errors():
         cfg = config_from(opts)
         memory_limit = run_options_from(opts).memory_limit
@@ -253,6 +259,7 @@ def split(
     opts.pop("quiet")  # no progress bars in split; the summary line always prints
     fields = _fields(opts)
     files, input_splits = _inputs_and_splits(inputs, named_splits, fields)
+    ready_kernels(*_KERNELS)
     with errors():
         cfg = config_from(opts)
         memory_limit = run_options_from(opts).memory_limit

@@ -68,7 +68,7 @@ from neardup.batch.pipeline import find_duplicates
 from neardup.core._errors import InputError, InvalidConfig
 from neardup.core._provenance import PROVENANCE_FIELDS, STRUCTURED_FIELDS
 from neardup.core.config import DEFAULT_MEMORY_LIMIT, Config
-from neardup.kernels._unionfind import UnionFind
+from neardup.kernels._unionfind import component_roots
 from neardup.lineage.quotes import Quote, Where, parse_policy, parse_quote, resolve_quotes
 from neardup.text.hashing import HashKey
 from neardup.verify.explain import spans_for_pairs
@@ -484,10 +484,12 @@ def build_families(
             continue
         kept_edges.append(le)
 
-    uf = UnionFind(n)
-    for fe in kept_edges:
-        uf.union(fe.a, fe.b)
-    roots = uf.roots()
+    # One kernel call for all edges (a call per edge from Python took numba's JIT).
+    roots = component_roots(
+        n,
+        np.fromiter((fe.a for fe in kept_edges), dtype=np.int64, count=len(kept_edges)),
+        np.fromiter((fe.b for fe in kept_edges), dtype=np.int64, count=len(kept_edges)),
+    )
     comp: dict[int, list[int]] = defaultdict(list)
     for i in range(n):
         comp[int(roots[i])].append(i)
