@@ -7,7 +7,9 @@ install -e '.[cli,io]'``, timed but not counted: the README's goal is the time
 out/sample --overwrite`` runs once cold (no compiled kernel cached on this
 machine for this clone) and ``--warm`` more times.  Writes
 ``results/first_run.json`` with the times, the progress lines the cold run
-printed, and the machine's load.
+printed, and the machine's load.  The runs have Python's bytecode caching on, as
+a user's machine has it (``bench_sizes.py`` does the same): a machine that sets
+``PYTHONDONTWRITEBYTECODE`` would recompile neardup's modules in every run.
 
     python benchmarks/first_run.py --warm 5
 """
@@ -45,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "first_run.json"))
     args = ap.parse_args(argv)
     out: dict[str, Any] = {"machine": machine_info(), "command": " ".join(README_RUN)}
+    out["pythondontwritebytecode_cleared"] = os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None
     with tempfile.TemporaryDirectory(prefix="neardup-first-run-") as tmp:
         repo = Path(tmp) / "repo"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(repo)], check=True)
