@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -457,8 +458,8 @@ def sizes_table(d: dict[str, Any]) -> str:
         f"at end; {d['params']['repeats']} runs each, round robin.",
         "",
         "| shape | documents | MB | neardup best (median) s | rensa best (median) s "
-        "| ratio best (median) | neardup candidate pairs |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| ratio best (median) | ratio per round: median (range) | neardup candidate pairs |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in d["runs"]:
         out.append(
@@ -466,9 +467,23 @@ def sizes_table(d: dict[str, Any]) -> str:
             f"| {r['neardup_best_s']:.2f} ({r['neardup_median_s']:.2f}) "
             f"| {r['rensa_best_s']:.2f} ({r['rensa_median_s']:.2f}) "
             f"| **{r['ratio_best']:.2f}×** ({r['ratio_median']:.2f}×) "
+            f"| {_paired(r)} "
             f"| {_fmt(r['neardup_candidate_pairs'])} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _paired(row: dict[str, Any]) -> str:
+    """The ratio within each round (rensa's run over neardup's, run one after the
+    other): a host whose speed drifts from minute to minute moves both runs of a
+    round alike, so these vary less than best over best."""
+    p = row["pipelines"]
+    ratios = sorted(
+        b / a for a, b in zip(p["neardup_lsh"]["runs_s"], p["rensa"]["runs_s"], strict=False)
+    )
+    if not ratios:
+        return "–"
+    return f"{statistics.median(ratios):.2f}× ({ratios[0]:.2f}–{ratios[-1]:.2f})"
 
 
 _LANG_NAMES = {
