@@ -477,12 +477,10 @@ def _paired(row: dict[str, Any]) -> str:
     """The ratio within each round (rensa's run over neardup's, run one after the
     other): a host whose speed drifts from minute to minute moves both runs of a
     round alike, so these vary less than best over best."""
-    p = row["pipelines"]
-    ratios = sorted(
-        b / a for a, b in zip(p["neardup_lsh"]["runs_s"], p["rensa"]["runs_s"], strict=False)
-    )
-    if not ratios:
-        return "–"
+    nd, rs = row["pipelines"]["neardup_lsh"], row["pipelines"]["rensa"]
+    if nd.get("failed_runs") or rs.get("failed_runs") or not nd["runs_s"]:
+        return "–"  # runs_s holds the successful runs only: the rounds would not pair
+    ratios = sorted(b / a for a, b in zip(nd["runs_s"], rs["runs_s"], strict=True))
     return f"{statistics.median(ratios):.2f}× ({ratios[0]:.2f}–{ratios[-1]:.2f})"
 
 
