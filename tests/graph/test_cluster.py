@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from neardup import Edge, InvalidConfig
-from neardup.graph.cluster import build_clusters
+from neardup.graph.cluster import Cluster, build_clusters, join_edges
 
 
 @given(
@@ -55,3 +55,49 @@ def test_representative_rules_and_errors() -> None:
         build_clusters(4, edges, keep="median")
     d = build_clusters(4, edges)[0].to_dict()
     assert d["members"] == [0, 1, 2, 3] and len(d["edges"]) == 3  # type: ignore[arg-type]
+
+
+@given(
+    a=st.lists(st.integers(0, 1000), max_size=20),
+    inter=st.integers(-1, 50),
+    union=st.integers(1, 60),
+    band=st.integers(0, 30),
+    matches=st.integers(0, 128),
+)
+def test_edges_made_in_bulk_equal_edges_made_one_by_one(
+    a: list[int], inter: int, union: int, band: int, matches: int
+) -> None:
+    b = [x + 1 for x in a]
+    bulk = Edge.identical_many(a, b)
+    one_by_one = [Edge.identical(x, y) for x, y in zip(a, b, strict=True)]
+    assert bulk == one_by_one
+    assert [hash(e) for e in bulk] == [hash(e) for e in one_by_one]
+    assert [repr(e) for e in bulk] == [repr(e) for e in one_by_one]
+    n = len(a)
+    arr = np.asarray(a, dtype=np.int64)
+    joined = join_edges(
+        arr, arr + 1, np.full(n, band, np.int64), np.full(n, inter, np.int64),
+        np.full(n, union, np.int64), np.full(n, matches, np.int64), 128,
+    )
+    exact = inter >= 0
+    assert joined == [
+        Edge(
+            a=x, b=x + 1, score=inter / union if exact else None, estimate=matches / 128, band=band,
+            method="exact" if exact else "estimate", intersection=inter if exact else None,
+            union=union if exact else None,
+        )
+        for x in a
+    ]
+    for e in bulk + joined:
+        with pytest.raises(AttributeError):
+            e.a = 5  # type: ignore[misc]
+
+
+def test_clusters_equal_clusters_made_by_their_constructor() -> None:
+    edges = [Edge.identical(0, 2), Edge(a=1, b=3, score=0.9, estimate=0.8, band=2)]
+    got = build_clusters(4, edges)
+    assert got == [
+        Cluster(id=0, representative=0, members=(0, 2), edges=(edges[0],)),
+        Cluster(id=1, representative=1, members=(1, 3), edges=(edges[1],)),
+    ]
+    assert hash(got[0]) == hash(Cluster(id=0, representative=0, members=(0, 2), edges=(edges[0],)))

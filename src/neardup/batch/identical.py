@@ -108,5 +108,4 @@ def exact_groups(
     b = np.concatenate([members[settled], np.asarray(more_b, dtype=np.int64)])
     leaders[b] = False
     ordered = np.lexsort((b, a))
-    pairs = zip(a[ordered].tolist(), b[ordered].tolist(), strict=True)
-    return [Edge.identical(x, y) for x, y in pairs], leaders
+    return Edge.identical_many(a[ordered].tolist(), b[ordered].tolist()), leaders

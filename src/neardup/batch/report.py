@@ -21,7 +21,7 @@ from neardup.batch.pipeline import DedupResult
 from neardup.core.config import Config
 from neardup.graph.cluster import Cluster, Edge
 from neardup.sketch.lsh import candidate_probability
-from neardup.verify.explain import shared_shingles_of_pairs, shared_spans
+from neardup.verify.explain import shared_shingles_of_pairs, shared_spans, spans_for_pairs
 
 __all__ = [
     "cluster_heading",
@@ -217,6 +217,27 @@ def shown_edges(cluster: Cluster) -> list[Edge]:
     return [e for e in cluster.edges if e.method != "identical"][:SHOWN_EDGES]
 
 
+def _shown_spans(
+    edges: Sequence[Edge], texts: dict[int, str], config: Config
+) -> dict[tuple[int, int], tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """The shared spans of each shown edge whose texts are at hand, by ``(a, b)``.
+
+    Only the first ``_SHOWN`` characters are displayed, so spans are computed on
+    them (long documents made this the report's main cost), and each document is
+    normalized and shingled once however many shown edges it is in.
+    """
+    pairs = [(e.a, e.b) for e in edges if e.a in texts and e.b in texts]
+    docs = sorted({p for pair in pairs for p in pair})
+    at = {p: i for i, p in enumerate(docs)}
+    got = spans_for_pairs(
+        [texts[p][:_SHOWN] for p in docs],
+        [(at[a], at[b]) for a, b in pairs],
+        config.shingle,
+        normalizer=config.normalizer,
+    )
+    return dict(zip(pairs, got, strict=True))
+
+
 def _run_cards(stats: dict[str, Any], items_in: str, exact: str) -> list[tuple[str, Any]]:
     """The cards atop a run's report, from its ``stats.json``; ``items_in`` and
     ``exact`` name what was read and its exact copies (documents or vectors)."""
@@ -323,27 +344,29 @@ def render_report(
 
     shingle_counts: Counter[str] = Counter()
     sections = []
-    for c in largest_clusters(clusters):
+    shown_by_cluster = [(c, shown_edges(c)) for c in largest_clusters(clusters)]
+    spans = _shown_spans([e for _, shown in shown_by_cluster for e in shown], texts, config)
+    for c, shown in shown_by_cluster:
         sections.append(cluster_heading(c, ids))
-        shown = shown_edges(c)
         for e in shown:
-            ta, tb = texts.get(e.a), texts.get(e.b)
-            if ta is None or tb is None:
+            got = spans.get((e.a, e.b))
+            if got is None:
                 continue
-            # Only the first _SHOWN characters are displayed: spans are computed on
-            # them (long documents made this the report's main cost); the counts come
-            # from the exact verification itself.
-            ex = shared_spans(
-                ta[:_SHOWN], tb[:_SHOWN], config.shingle, normalizer=config.normalizer
-            )
-            shared = e.intersection if e.intersection is not None else ex.shared
-            total = e.union if e.union is not None else ex.total
+            ta, tb = texts[e.a], texts[e.b]
+            spans_a, spans_b = got
+            if e.intersection is not None and e.union is not None:
+                shared, total = e.intersection, e.union  # from the exact verification
+            else:
+                ex = shared_spans(
+                    ta[:_SHOWN], tb[:_SHOWN], config.shingle, normalizer=config.normalizer
+                )
+                shared, total = ex.shared, ex.total
             sections.append(
                 f"<p class='edge'>{html.escape(str(ids[e.a]))} — {html.escape(str(ids[e.b]))}: "
                 f"exact J = {e.jaccard:.3f} ({shared} of {total} shingles), estimate "
                 f"{(e.estimate or 0):.3f}, band {e.band}</p><div class='pair'><pre>"
-                f"{highlight_spans(ta, ex.spans_a)}</pre>"
-                f"<pre>{highlight_spans(tb, ex.spans_b)}</pre></div>"
+                f"{highlight_spans(ta, spans_a)}</pre>"
+                f"<pre>{highlight_spans(tb, spans_b)}</pre></div>"
             )
         if not shown:
             sections.append("<p class='edge'>all members are identical after normalization</p>")

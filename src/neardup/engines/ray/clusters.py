@@ -173,7 +173,7 @@ def component_line(
     # Members are ascending: an end's index among them names it in ``lines``.
     at_a, at_b = np.searchsorted(members, a) + first, np.searchsorted(members, b) + first
     ia, ib = at_a[ident].tolist(), at_b[ident].tolist()
-    out = [Edge.identical(x, y) for x, y in zip(ia, ib, strict=True)]
+    out = Edge.identical_many(ia, ib)
     s = near_sorted
     band, inter, union, matches = (edges[c][s] for c in ("band", "inter", "union", "matches"))
     out += join_edges(at_a[s], at_b[s], band, inter, union, matches, k)
