@@ -19,7 +19,7 @@ from neardup import (
 )
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _hashes as KH
-from neardup.text.hashing import hash_shingle
+from neardup.text.hashing import hash_shingle, shingle_bound
 
 
 def _siphash_ref(key: bytes, msg: bytes) -> int:
@@ -342,3 +342,37 @@ def test_hash_sink_overflow_and_release_end_contiguity() -> None:
     assert sink.place(1, 1) is None and not sink.contiguous
     with pytest.raises(ValueError, match="twice"):
         sink.place(1, 1)
+
+
+# The characters that pack the most word tokens into the fewest bytes: one-byte
+# words and separators, characters that are tokens by themselves (three bytes),
+# marks that join the token before them or nothing, two-byte word characters.
+_DENSE = st.text(alphabet="a1_ .東タก\u0301я", max_size=60)
+
+
+@pytest.mark.parametrize("spec", [ShingleSpec(kind="word", k=1), ShingleSpec(kind="word", k=2),
+                                  ShingleSpec(kind="word", k=1, tokenizer=1)], ids=_spec_id)
+@given(texts=st.lists(_DENSE, min_size=1, max_size=12))
+def test_word_shingles_fit_the_room_the_kernel_is_given(
+    spec: ShingleSpec, texts: list[str]
+) -> None:
+    # The kernel writes each document's hashes into shingle_bound() slots without
+    # checking: a document with more would overwrite its neighbour's, which the
+    # comparison with the reference of each document alone would show.
+    sets = hash_documents(texts, Config(shingle=spec))
+    room = shingle_bound(sets.byte_lengths, spec.kind)
+    assert (sets.raw_counts <= np.maximum(room, 1)).all()
+    for i, text in enumerate(texts):
+        try:
+            ref = shingles(text, spec)
+        except EmptyDocument:
+            assert sets.raw_counts[i] == 0
+            continue
+        assert sets.get(i).tolist() == sorted({_ref_hash(sh, spec.kind) for sh in ref})
+
+
+def test_the_word_bound_is_reached() -> None:
+    one_word = Config(shingle=ShingleSpec(kind="word", k=1))
+    sets = hash_documents(["a b c", "a東a東", "東東東"], one_word)
+    assert sets.raw_counts.tolist() == [3, 4, 3]
+    assert shingle_bound(sets.byte_lengths, "word").tolist() == [3, 4, 5]

@@ -260,6 +260,29 @@ def _hash_encoded_checked(
     return hash_kernel(encoded, lower, False, config, key, scheme)
 
 
+def shingle_bound(
+    byte_lengths: npt.NDArray[np.int64], kind: str
+) -> npt.NDArray[np.int64]:
+    """The most shingles (before ``max_shingles``) a document of each byte length
+    can have: the room the hashing kernel is given for it, which it never checks.
+
+    A byte or character shingle starts at each byte at most.  Word shingles are
+    no more than the tokens, and a token that is not the document's last owns two
+    bytes at least up to the next token's start: a run of word characters (one
+    byte or more) ends at a separator (one byte or more), or at a character that
+    is a token by itself (of the scripts written without spaces, all three bytes
+    or more in UTF-8, itself owning three bytes or more).  So ``n`` bytes hold at
+    most ``(n + 1) // 2`` tokens.  Normalization never lengthens the bytes the
+    kernel is given.
+
+    >>> shingle_bound(np.array([0, 1, 4, 5]), "word").tolist()
+    [0, 1, 2, 3]
+    """
+    if kind == "word":
+        return (byte_lengths + 1) // 2
+    return byte_lengths
+
+
 def hash_kernel(
     raw: EncodedTexts,
     lower: npt.NDArray[np.bool_],
@@ -278,7 +301,7 @@ def hash_kernel(
     batch's ``count`` hashes go (see :class:`HashSink`), or None for a new array."""
     n = len(raw)
     spec = config.shingle
-    bound = np.minimum(np.maximum(raw.lengths, 1), spec.max_shingles)
+    bound = np.minimum(np.maximum(shingle_bound(raw.lengths, spec.kind), 1), spec.max_shingles)
     bound_off = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(bound, out=bound_off[1:])
     algo, seed, k0, k1 = _algo_params(config, key)
