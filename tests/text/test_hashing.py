@@ -19,7 +19,8 @@ from neardup import (
 )
 from neardup.kernels import _arrays as KA
 from neardup.kernels import _hashes as KH
-from neardup.text.hashing import hash_shingle, shingle_bound
+from neardup.text.hashing import SchemeDescriptor, hash_encoded, hash_shingle, shingle_bound
+from neardup.text.normalize import EncodedTexts
 
 
 def _siphash_ref(key: bytes, msg: bytes) -> int:
@@ -375,4 +376,20 @@ def test_the_word_bound_is_reached() -> None:
     one_word = Config(shingle=ShingleSpec(kind="word", k=1))
     sets = hash_documents(["a b c", "a東a東", "東東東"], one_word)
     assert sets.raw_counts.tolist() == [3, 4, 3]
-    assert shingle_bound(sets.byte_lengths, "word").tolist() == [3, 4, 5]
+    assert shingle_bound(sets.byte_lengths, "word").tolist() == [3, 5, 5]
+
+
+def test_raw_bytes_cut_inside_a_character_stay_in_their_room() -> None:
+    # Raw bytes are hashed as given (MinHasher.signature(bytes), the service's
+    # encoded texts): b"a\xe6" is a word character and the lead byte of a
+    # three-byte character cut short, decoded with the bytes the kernel's buffer
+    # still holds from the document before in its block (two documents per block
+    # at 1,024): here the rest of "東", so two tokens in two bytes.
+    one_word = Config(shingle=ShingleSpec(kind="word", k=1))
+    docs = [b"xx\x9d\xb1", b"a\xe6"] * 512
+    scheme = SchemeDescriptor.from_config(one_word)
+    sets = hash_encoded(EncodedTexts.from_bytes(docs), one_word, None, scheme)
+    assert sets.raw_counts[1::2].tolist() == [2] * 512  # (n + 1) // 2 would give one slot
+    assert (sets.raw_counts <= shingle_bound(sets.byte_lengths, "word")).all()
+    alone = hash_encoded(EncodedTexts.from_bytes([docs[0]]), one_word, None, scheme)
+    assert all(sets.get(i).tolist() == alone.get(0).tolist() for i in range(0, 1024, 2))

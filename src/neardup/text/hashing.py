@@ -267,19 +267,21 @@ def shingle_bound(
     can have: the room the hashing kernel is given for it, which it never checks.
 
     A byte or character shingle starts at each byte at most.  Word shingles are
-    no more than the tokens, and a token that is not the document's last owns two
+    no more than the tokens.  A token that is not the document's last owns two
     bytes at least up to the next token's start: a run of word characters (one
-    byte or more) ends at a separator (one byte or more), or at a character that
-    is a token by itself (of the scripts written without spaces, all three bytes
-    or more in UTF-8, itself owning three bytes or more).  So ``n`` bytes hold at
-    most ``(n + 1) // 2`` tokens.  Normalization never lengthens the bytes the
-    kernel is given.
+    byte or more) ends at a separator (one byte or more) or at a character that is
+    a token by itself (of a script written without spaces: three bytes or more in
+    UTF-8, the length its lead byte gives, so that such a token owns three bytes
+    unless the document ends inside it).  So ``n`` bytes hold at most ``n // 2 + 1``
+    tokens, the last two possibly one byte each (a word character, then the lead
+    byte of a sequence cut short: raw bytes are hashed as given).  Normalization
+    never lengthens the bytes the kernel is given.
 
     >>> shingle_bound(np.array([0, 1, 4, 5]), "word").tolist()
-    [0, 1, 2, 3]
+    [1, 1, 3, 3]
     """
     if kind == "word":
-        return (byte_lengths + 1) // 2
+        return byte_lengths // 2 + 1
     return byte_lengths
 
 
