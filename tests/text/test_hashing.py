@@ -379,17 +379,21 @@ def test_the_word_bound_is_reached() -> None:
     assert shingle_bound(sets.byte_lengths, "word").tolist() == [3, 5, 5]
 
 
-def test_raw_bytes_cut_inside_a_character_stay_in_their_room() -> None:
-    # Raw bytes are hashed as given (MinHasher.signature(bytes), the service's
-    # encoded texts): b"a\xe6" is a word character and the lead byte of a
-    # three-byte character cut short, decoded with the bytes the kernel's buffer
-    # still holds from the document before in its block (two documents per block
-    # at 1,024): here the rest of "東", so two tokens in two bytes.
+def test_raw_bytes_cut_inside_a_character_hash_alike_in_any_batch() -> None:
+    # Raw bytes are hashed as given (MinHasher.signature(bytes)).  b"a\xe6" is a
+    # word character and the lead byte of a three-byte character cut short; the
+    # kernel's buffer still holds, past it, the rest of "東" from the document
+    # before it in its block (two documents per block at 1,024).  A cut sequence
+    # is no word character: one token, the same as the document hashed alone.
     one_word = Config(shingle=ShingleSpec(kind="word", k=1))
     docs = [b"xx\x9d\xb1", b"a\xe6"] * 512
     scheme = SchemeDescriptor.from_config(one_word)
     sets = hash_encoded(EncodedTexts.from_bytes(docs), one_word, None, scheme)
-    assert sets.raw_counts[1::2].tolist() == [2] * 512  # (n + 1) // 2 would give one slot
     assert (sets.raw_counts <= shingle_bound(sets.byte_lengths, "word")).all()
-    alone = hash_encoded(EncodedTexts.from_bytes([docs[0]]), one_word, None, scheme)
-    assert all(sets.get(i).tolist() == alone.get(0).tolist() for i in range(0, 1024, 2))
+    for first in (0, 1):
+        alone = hash_encoded(EncodedTexts.from_bytes([docs[first]]), one_word, None, scheme)
+        assert all(sets.get(i).tolist() == alone.get(0).tolist() for i in range(first, 1024, 2))
+    assert sets.raw_counts[1::2].tolist() == [1] * 512
+    assert sets.get(1).tolist() == hash_encoded(
+        EncodedTexts.from_bytes([b"a"]), one_word, None, scheme
+    ).get(0).tolist()

@@ -90,13 +90,20 @@ def _ascii_tokens(buf, s, e, word_table, starts, ends):
 
 
 @kernel
-def _char_class(buf, p, word_table, nw):
-    """(class, UTF-8 length) of the character at ``buf[p]``: ``word_table``'s value
-    for it (0 for a code point past the table)."""
+def _char_class(buf, p, e, word_table, nw):
+    """(class, UTF-8 length) of the character at ``buf[p]`` (``p < e``):
+    ``word_table``'s value for it (0 for a code point past the table).
+
+    A sequence that the end ``e`` cuts short (raw bytes are hashed as given) is
+    class 0 up to ``e``: decoding it would read bytes past the document, whatever
+    its buffer holds there, and tokens would depend on the documents before it.
+    """
     b0 = buf[p]
     if b0 < 0x80:
         return word_table[b0], 1
     n = _utf8_len(b0)
+    if n > e - p:
+        return 0, e - p
     cp = _utf8_decode(buf, p, n)
     return (word_table[cp] if cp < nw else 0), n
 
@@ -115,14 +122,14 @@ def _utf8_tokens(buf, s, e, word_table, need, algo, seed, k0, k1, th):
     ntok = 0
     p = s
     while p < e:
-        c, n = _char_class(buf, p, word_table, nw)
+        c, n = _char_class(buf, p, e, word_table, nw)
         if c == 0 or c == 3:
             p += n
             continue
         t0 = p
         p += n
         while p < e:
-            c2, n2 = _char_class(buf, p, word_table, nw)
+            c2, n2 = _char_class(buf, p, e, word_table, nw)
             # A run takes word characters and marks; a character of class 2 only marks.
             if c2 == 3 or (c2 == 1 and c == 1):
                 p += n2

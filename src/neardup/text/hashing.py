@@ -271,11 +271,10 @@ def shingle_bound(
     bytes at least up to the next token's start: a run of word characters (one
     byte or more) ends at a separator (one byte or more) or at a character that is
     a token by itself (of a script written without spaces: three bytes or more in
-    UTF-8, the length its lead byte gives, so that such a token owns three bytes
-    unless the document ends inside it).  So ``n`` bytes hold at most ``n // 2 + 1``
-    tokens, the last two possibly one byte each (a word character, then the lead
-    byte of a sequence cut short: raw bytes are hashed as given).  Normalization
-    never lengthens the bytes the kernel is given.
+    UTF-8; a sequence the document's end cuts short is no word character).  So
+    ``n`` bytes hold at most ``(n + 1) // 2`` tokens; the room given is
+    ``n // 2 + 1``, a slot more for an even ``n``, as a margin.  Normalization never
+    lengthens the bytes the kernel is given.
 
     >>> shingle_bound(np.array([0, 1, 4, 5]), "word").tolist()
     [1, 1, 3, 3]
