@@ -12,6 +12,7 @@ from neardup import Config, ShingleSpec
 from neardup.batch.feeder import Hashed, HashFeeder, normalize_and_hash
 from neardup.testing import stdlib_paragraphs
 from neardup.text.hashing import SchemeDescriptor, hash_documents
+from scanned_blocks import scanned_block
 
 _FIELDS = ("data", "indptr", "raw_counts", "truncated", "content_hash", "byte_lengths")
 
@@ -131,11 +132,7 @@ def test_no_texts_give_empty_sets() -> None:
 
 def _block(texts: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """What the JSONL scanner hands on: ASCII texts as bytes, the others as str."""
-    others = {j: t for j, t in enumerate(texts) if not t.isascii()}
-    parts = [b"" if j in others else t.encode() for j, t in enumerate(texts)]
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum([len(p) for p in parts], out=offsets[1:])
-    return np.frombuffer(b"".join(parts), dtype=np.uint8), offsets, others
+    return scanned_block(texts, {j: t for j, t in enumerate(texts) if not t.isascii()})
 
 
 @settings(max_examples=25, deadline=None)

@@ -6,7 +6,6 @@ import dataclasses
 import itertools
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from neardup.io import corpus as C
 from neardup.io._directio import SequentialWriter
 from neardup.io._ids import IdChoice
 from neardup.io.columns import BadRecord, Corpus, RawLines, TextColumn
+from scanned_blocks import scanned_block
 
 
 def _raw_lines_from(
@@ -193,14 +193,6 @@ def test_lines_of_one_array_are_written_as_spans(
 # TextColumn
 
 
-def _scanned(texts: list[str], as_str: dict[int, str] | None = None) -> tuple[Any, Any, Any]:
-    others = as_str or {}
-    raw = [b"" if j in others else t.encode() for j, t in enumerate(texts)]
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    np.cumsum([len(x) for x in raw], out=offsets[1:])
-    return np.frombuffer(b"".join(raw), dtype=np.uint8), offsets, others
-
-
 @st.composite
 def _text_parts(draw: st.DrawFn) -> tuple[TextColumn, list[str]]:
     """A TextColumn built as readers build it: strings appended, and blocks of
@@ -219,7 +211,7 @@ def _text_parts(draw: st.DrawFn) -> tuple[TextColumn, list[str]]:
             others = {
                 j: draw(st.text(max_size=6)) for j in range(len(ascii_texts)) if draw(st.booleans())
             }
-            col.add_encoded(*_scanned(ascii_texts, others))
+            col.add_encoded(*scanned_block(ascii_texts, others))
             want.extend(others.get(j, t) for j, t in enumerate(ascii_texts))
     return col, want
 
@@ -335,7 +327,7 @@ def test_equal_encoded_compares_copies_wherever_the_texts_are_held(
         else:
             odd = {j: t for j, t in enumerate(chunk) if j % 2} if kind == "scanned+str" else {}
             if chunk:
-                col.add_encoded(*_scanned(chunk, odd))
+                col.add_encoded(*scanned_block(chunk, odd))
     assert list(col) == texts
     if not texts:
         return
